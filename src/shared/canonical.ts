@@ -1,0 +1,73 @@
+// Canonical JSON (RFC 8785, JCS) and the `sha256:` digests every binding in the project is made of.
+// One definition, so the controller, the webhook and the runner can never hash the same value differently.
+import { createHash } from 'node:crypto';
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue | undefined };
+
+export class CanonicalJsonError extends Error {
+  override name = 'CanonicalJsonError';
+}
+
+/** Serializes `value` as RFC 8785 canonical JSON. Object properties whose value is `undefined` are absent. */
+export function canonicalJson(value: unknown): string {
+  return write(value, '$');
+}
+
+function write(value: unknown, path: string): string {
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      // ECMAScript Number-to-String is exactly what RFC 8785 §3.2.2.3 prescribes; -0 serializes as 0.
+      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${path}: ${value} has no JSON representation`);
+      return JSON.stringify(value);
+    case 'string':
+      if (hasLoneSurrogate(value)) throw new CanonicalJsonError(`${path}: string holds a lone UTF-16 surrogate`);
+      return JSON.stringify(value);
+    case 'object': {
+      if (Array.isArray(value)) {
+        return `[${value.map((item, i) => {
+          if (item === undefined) throw new CanonicalJsonError(`${path}[${i}]: undefined has no JSON representation`);
+          return write(item, `${path}[${i}]`);
+        }).join(',')}]`;
+      }
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) {
+        throw new CanonicalJsonError(`${path}: ${proto?.constructor?.name ?? 'object'} is not plain JSON data`);
+      }
+      const record = value as Record<string, unknown>;
+      // RFC 8785 §3.2.3: sort by UTF-16 code units, which is what the default string comparison does.
+      const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      return `{${keys.map((k) => {
+        if (hasLoneSurrogate(k)) throw new CanonicalJsonError(`${path}: property name holds a lone UTF-16 surrogate`);
+        return `${JSON.stringify(k)}:${write(record[k], `${path}.${k}`)}`;
+      }).join(',')}}`;
+    }
+    default:
+      throw new CanonicalJsonError(`${path}: a ${typeof value} has no JSON representation`);
+  }
+}
+
+function hasLoneSurrogate(s: string): boolean {
+  return /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+}
+
+/** `sha256:` + lowercase hex SHA-256 of `canonicalJson(value)`. */
+export function digest(value: unknown): string {
+  return sha256Digest(canonicalJson(value));
+}
+
+/** `sha256:` + lowercase hex SHA-256 of raw bytes (UTF-8 for strings). */
+export function sha256Digest(bytes: string | Uint8Array): string {
+  return `sha256:${sha256Hex(bytes)}`;
+}
+
+export function sha256Hex(bytes: string | Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+export function isDigest(value: unknown): value is string {
+  return typeof value === 'string' && DIGEST.test(value);
+}

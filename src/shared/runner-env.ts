@@ -1,0 +1,77 @@
+// The contract between the operation Job (built by src/shared/job) and the runner (src/runner): every
+// environment variable, volume path and runner operation name, defined once so builder and runner cannot drift.
+
+/** Runner operation names, as passed in `--operation`. */
+export const RUNNER_OPERATIONS = ['observe', 'plan', 'apply', 'migration-history', 'migration-apply'] as const;
+export type RunnerOperation = (typeof RUNNER_OPERATIONS)[number];
+
+export function isRunnerOperation(value: unknown): value is RunnerOperation {
+  return typeof value === 'string' && (RUNNER_OPERATIONS as readonly string[]).includes(value);
+}
+
+/** Operations that change the database: they get the full binding and deadline checks. */
+export const MUTATING_RUNNER_OPERATIONS: ReadonlySet<RunnerOperation> = new Set(['apply', 'migration-apply']);
+
+export const RUNNER_ENV = {
+  /** Full operation ID; the frame must echo it. */
+  operationId: 'PTAH_OPERATION_ID',
+  /** Decimal protocol version the manager speaks; checked before anything else. */
+  protocolVersion: 'PTAH_RUNNER_PROTOCOL_VERSION',
+  /** The database URL, from the target Secret through secretKeyRef. The only credential a Job holds. */
+  dbUrl: 'PTAH_DB_URL',
+  /** Optional scratch database for `plan` (secretKeyRef). */
+  devUrl: 'PTAH_DEV_URL',
+  /** Realm digest of the claim; echoed in the frame. Required for every database operation. */
+  coordinationDigest: 'PTAH_COORDINATION_DIGEST',
+  /** Mutating only: the realm and database the plan was computed for. */
+  expectedCoordinationDigest: 'PTAH_EXPECTED_COORDINATION_DIGEST',
+  expectedTargetIdentityDigest: 'PTAH_EXPECTED_TARGET_IDENTITY_DIGEST',
+  /** Mutating only: RFC 3339 UTC instants. */
+  dispatchNotAfter: 'PTAH_DISPATCH_NOT_AFTER',
+  executionNotAfter: 'PTAH_EXECUTION_NOT_AFTER',
+  /** Pod terminationGracePeriodSeconds (1..300); required for mutating operations, default 30 otherwise. */
+  terminationGraceSeconds: 'PTAH_TERMINATION_GRACE_PERIOD_SECONDS',
+  /** Where the runner writes its termination summary (default /dev/termination-log). */
+  terminationMessagePath: 'PTAH_TERMINATION_MESSAGE_PATH',
+  /** The mounted artifact ConfigMap and the digest the controller pinned (src/shared/artifact.ts). */
+  artifactDir: 'PTAH_ARTIFACT_DIR',
+  expectedArtifactDigest: 'PTAH_EXPECTED_ARTIFACT_DIGEST',
+  /** Schema apply: the projected plan chunks and the digest of the whole plan's bytes. */
+  planDir: 'PTAH_PLAN_DIR',
+  expectedPlanContentDigest: 'PTAH_EXPECTED_PLAN_CONTENT_DIGEST',
+  /** Migration apply: JSON array of {version, checksum} the approval covers, its digest, and the history it was planned on. */
+  expectedMigrationSequence: 'PTAH_EXPECTED_MIGRATION_SEQUENCE',
+  expectedMigrationSequenceDigest: 'PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST',
+  expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
+} as const;
+
+export type RunnerEnvName = (typeof RUNNER_ENV)[keyof typeof RUNNER_ENV];
+
+/** Mount paths inside the operation Pod. */
+export const JOB_PATHS = {
+  artifact: '/artifact',
+  plan: '/plan',
+  work: '/work',
+  terminationLog: '/dev/termination-log',
+} as const;
+
+/**
+ * The environment the runner gives its child, the executor (src/executor). Runner-only variables are
+ * never passed on; the executor reads only these.
+ */
+export const EXECUTOR_ENV = {
+  dbUrl: 'PTAH_DB_URL',
+  devUrl: 'PTAH_DEV_URL',
+  operationId: 'PTAH_OPERATION_ID',
+  /** The realm; the executor derives its PostgreSQL advisory-lock key from it (src/shared/realm-lock-key). */
+  coordinationDigest: 'PTAH_COORDINATION_DIGEST',
+  /** A directory holding the verified artifact files (schema.sql, or NNNN_name.up.sql files). */
+  artifactDir: 'PTAH_ARTIFACT_DIR',
+  /** Schema apply: path of the reconstructed, digest-checked plan document (JSON, SchemaPlanDocument). */
+  planFile: 'PTAH_PLAN_FILE',
+  /** Migration apply: path of a JSON file holding the approved sequence, [{version, checksum}]. */
+  expectedSequenceFile: 'PTAH_EXPECTED_SEQUENCE_FILE',
+  expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
+  /** Milliseconds to wait for the realm's advisory lock before refusing (default 30000). */
+  lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',
+} as const;

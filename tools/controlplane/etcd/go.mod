@@ -1,0 +1,3 @@
+module ptah.invalid/controlplane/etcd
+
+go 1.26.0

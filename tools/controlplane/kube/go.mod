@@ -1,0 +1,3 @@
+module ptah.invalid/controlplane/kube
+
+go 1.26.0
