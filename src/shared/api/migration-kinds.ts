@@ -1,0 +1,257 @@
+// The versioned family: PtahMigration, its immutable plans (versions and checksums, no SQL), the approvals
+// that authorize an Apply, and the acknowledgments by which a person settles a run nobody could account for.
+import { duration } from './duration.js';
+import { conditionReason, conditionStatus, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
+import { array, boolean, integer, object, oneOf, optional, string, withDefault, type Input, type Static } from './schema.js';
+import {
+  activeOperation,
+  applyPolicy,
+  artifactSource,
+  bindingEpoch,
+  conditions,
+  conditionsStatus,
+  count,
+  databaseTarget,
+  dnsLabel,
+  executionBinding,
+  executionSpec,
+  identity,
+  interval,
+  managerRecord,
+  objectRef,
+  pendingLockRelease,
+  pinnedArtifact,
+  sha256,
+  specTimeoutRules,
+  timestamp,
+  uid,
+} from './shapes.js';
+
+export const MIGRATION_PHASES = [
+  'Pending',
+  'Reading',
+  'Planning',
+  'AwaitingApproval',
+  'Blocked',
+  'Applying',
+  'VerifyingHistory',
+  'InSync',
+  'Suspended',
+  'Failed',
+] as const;
+export type MigrationPhase = (typeof MIGRATION_PHASES)[number];
+
+export const MAX_PLANNED_MIGRATIONS = 256;
+
+const VERSION_PATTERN = '[0-9]{1,32}';
+const migrationVersion = () => string({ maxLength: 32, pattern: `^${VERSION_PATTERN}$` });
+/** Where the history stands: the highest applied version, or "" when nothing is applied. */
+const currentVersion = () => string({ maxLength: 32, pattern: `^(${VERSION_PATTERN})?$`, description: 'Empty when nothing is applied.' });
+const versionList = () => array(migrationVersion(), { maxItems: MAX_PLANNED_MIGRATIONS });
+
+const migrationPolicy = object(
+  {
+    apply: applyPolicy(),
+    lockTimeout: withDefault(duration({ min: '1s', max: '1h', description: 'Wait for the database’s own migration lock.' }), '5m'),
+  },
+  { description: 'Safety decisions.' },
+);
+
+export const ptahMigrationSpec = object(
+  {
+    target: databaseTarget,
+    artifact: artifactSource,
+    policy: withDefault(migrationPolicy, {}),
+    interval: interval(),
+    execution: withDefault(executionSpec, {}),
+    suspend: withDefault(boolean({ description: 'No new Jobs; a running Apply is still followed to its end.' }), false),
+  },
+  { description: 'A directory of versioned migrations (the artifact ConfigMap, one key per file) and the database it applies to.', rules: specTimeoutRules },
+);
+export type PtahMigrationSpec = Static<typeof ptahMigrationSpec>;
+export type PtahMigrationSpecInput = Input<typeof ptahMigrationSpec>;
+
+export const migrationHistoryStatus = object(
+  {
+    observedAt: timestamp(),
+    currentVersion: currentVersion(),
+    appliedCount: count(),
+    pendingCount: count(),
+    fingerprint: sha256('Digest of the applied history.'),
+    targetIdentityDigest: sha256('Which database the reading reached.'),
+    dirty: boolean({ description: 'A recorded run started and did not finish.' }),
+    modifiedVersions: versionList(),
+    outOfOrderVersions: versionList(),
+  },
+  { description: 'The last History reading.' },
+);
+export type MigrationHistoryStatus = Static<typeof migrationHistoryStatus>;
+
+export const LAST_RUN_OUTCOMES = ['UpToDate', 'Applied', 'Failed', 'Partial', 'Unknown'] as const;
+export type LastRunOutcome = (typeof LAST_RUN_OUTCOMES)[number];
+export const UNRESOLVED_OUTCOMES = ['Partial', 'Unknown'] as const;
+export type UnresolvedOutcome = (typeof UNRESOLVED_OUTCOMES)[number];
+export const RUN_RESOLUTIONS = ['ResolvedByHistoryRead', 'ResolvedByAcknowledgment'] as const;
+export type RunResolution = (typeof RUN_RESOLUTIONS)[number];
+
+export const lastRun = object(
+  {
+    outcome: oneOf(LAST_RUN_OUTCOMES),
+    operationID: sha256(),
+    jobName: dnsLabel(),
+    jobUID: optional(uid()),
+    startedAt: timestamp(),
+    finishedAt: optional(timestamp()),
+    appliedVersions: versionList(),
+    message: optional(string({ maxLength: 1024, description: 'Never SQL or row data.' })),
+    dispatchedBy: optional(managerRecord),
+  },
+  { description: 'The last Apply and what it reported.' },
+);
+export type LastRun = Static<typeof lastRun>;
+
+export const unresolvedRun = object(
+  {
+    outcome: oneOf(UNRESOLVED_OUTCOMES),
+    operationID: sha256(),
+    jobName: optional(dnsLabel()),
+    jobUID: optional(uid()),
+    planRef: optional(objectRef),
+    targetIdentityDigest: optional(sha256()),
+    recordedAt: timestamp(),
+    dispatchedBy: optional(managerRecord),
+  },
+  { description: 'An Apply whose effect nobody established. While present nothing is planned and nothing runs.' },
+);
+export type UnresolvedRun = Static<typeof unresolvedRun>;
+
+export const resolvedRun = object(
+  {
+    operationID: sha256(),
+    outcome: oneOf(UNRESOLVED_OUTCOMES),
+    resolution: oneOf(RUN_RESOLUTIONS),
+    acknowledgmentRef: optional(objectRef),
+    acknowledgedBy: optional(identity),
+    resolvedAt: timestamp(),
+  },
+  { description: 'How and by whom the last unresolved run was settled.' },
+);
+export type ResolvedRun = Static<typeof resolvedRun>;
+
+export const ptahMigrationStatus = object({
+  observedGeneration: optional(integer({ minimum: 0, format: 'int64' })),
+  phase: optional(oneOf(MIGRATION_PHASES, { description: 'A summary; decisions read conditions.' })),
+  conditions: optional(conditions()),
+  artifact: optional(pinnedArtifact),
+  executionBinding: optional(executionBinding),
+  activeOperation: optional(activeOperation),
+  history: optional(migrationHistoryStatus),
+  plan: optional(objectRef),
+  lastRun: optional(lastRun),
+  unresolvedRun: optional(unresolvedRun),
+  resolvedRun: optional(resolvedRun),
+  pendingLockRelease: optional(pendingLockRelease),
+  nextReconciliationTime: optional(timestamp()),
+});
+export type PtahMigrationStatus = Static<typeof ptahMigrationStatus>;
+
+export const ptahMigrationKind = defineKind('PtahMigration', {
+  description: 'A sequence of versioned migrations, applied to one database after an approval, exactly once.',
+  spec: ptahMigrationSpec,
+  status: ptahMigrationStatus,
+  rootRules: [NAME_AT_MOST_63],
+  printerColumns: [
+    { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+    { name: 'Current', type: 'string', jsonPath: '.status.history.currentVersion' },
+    { name: 'Pending', type: 'integer', jsonPath: '.status.history.pendingCount' },
+    { name: 'Outcome', type: 'string', jsonPath: '.status.lastRun.outcome' },
+    { name: 'Reason', type: 'string', jsonPath: conditionReason('Ready') },
+    { name: 'Digest', type: 'string', jsonPath: '.status.artifact.digest', priority: 1 },
+  ],
+});
+export type PtahMigration = ResourceOf<typeof ptahMigrationKind>;
+
+export const plannedMigration = object({
+  version: migrationVersion(),
+  name: string({ minLength: 1, maxLength: 256 }),
+  checksum: sha256('sha256 of the file’s bytes.'),
+});
+export type PlannedMigration = Static<typeof plannedMigration>;
+
+export const ptahMigrationPlanSpec = object({
+  migrationRef: objectRef,
+  fingerprint: sha256('The approval identity: digest of every binding below.'),
+  migrations: array(plannedMigration, { minItems: 1, maxItems: MAX_PLANNED_MIGRATIONS, description: 'Execution order.' }),
+  historyFingerprint: sha256('The reading the plan was computed from.'),
+  currentVersion: currentVersion(),
+  artifactDigest: sha256(),
+  coordinationDigest: sha256(),
+  targetIdentityDigest: sha256(),
+  policyFingerprint: sha256(),
+  verificationPolicyUID: uid(),
+  verificationPolicyDigest: sha256(),
+  executionBindingID: bindingEpoch(),
+  createdAt: timestamp(),
+});
+export type PtahMigrationPlanSpec = Static<typeof ptahMigrationPlanSpec>;
+
+export const ptahMigrationPlanKind = defineKind('PtahMigrationPlan', {
+  description: 'An immutable plan: the versions and checksums one Apply may run, bound to the reading it was computed from.',
+  spec: ptahMigrationPlanSpec,
+  status: conditionsStatus,
+  immutableSpec: 'a plan is immutable; publish a new plan instead',
+  printerColumns: [
+    { name: 'Migration', type: 'string', jsonPath: '.spec.migrationRef.name' },
+    { name: 'From', type: 'string', jsonPath: '.spec.currentVersion' },
+    { name: 'Fingerprint', type: 'string', jsonPath: '.spec.fingerprint', priority: 1 },
+  ],
+});
+export type PtahMigrationPlan = ResourceOf<typeof ptahMigrationPlanKind>;
+
+export const ptahMigrationApprovalSpec = object({
+  migrationRef: objectRef,
+  planRef: objectRef,
+  planFingerprint: sha256(),
+  approver: optional(identity),
+  approvedAt: optional(timestamp()),
+  mutationRequestUID: optional(uid('The admission request that stamped the approver.')),
+});
+export type PtahMigrationApprovalSpec = Static<typeof ptahMigrationApprovalSpec>;
+
+export const ptahMigrationApprovalKind = defineKind('PtahMigrationApproval', {
+  description: 'A person’s one-shot approval of exactly one PtahMigrationPlan.',
+  spec: ptahMigrationApprovalSpec,
+  status: conditionsStatus,
+  immutableSpec: 'an approval is immutable; create a new approval instead',
+  printerColumns: [
+    { name: 'Migration', type: 'string', jsonPath: '.spec.migrationRef.name' },
+    { name: 'Plan', type: 'string', jsonPath: '.spec.planRef.name' },
+    { name: 'Approver', type: 'string', jsonPath: '.spec.approver.username' },
+    { name: 'Consumed', type: 'string', jsonPath: conditionStatus('Consumed') },
+  ],
+});
+export type PtahMigrationApproval = ResourceOf<typeof ptahMigrationApprovalKind>;
+
+export const ptahMigrationRunAcknowledgmentSpec = object({
+  migrationRef: objectRef,
+  operationID: sha256('Must name the migration’s status.unresolvedRun.operationID.'),
+  acknowledgedBy: optional(identity),
+  acknowledgedAt: optional(timestamp()),
+  mutationRequestUID: optional(uid('The admission request that stamped acknowledgedBy.')),
+});
+export type PtahMigrationRunAcknowledgmentSpec = Static<typeof ptahMigrationRunAcknowledgmentSpec>;
+
+export const ptahMigrationRunAcknowledgmentKind = defineKind('PtahMigrationRunAcknowledgment', {
+  description: 'A person’s statement that an unresolved run has been accounted for, which lets the migration read and plan again.',
+  spec: ptahMigrationRunAcknowledgmentSpec,
+  status: conditionsStatus,
+  immutableSpec: 'an acknowledgment is immutable; create a new acknowledgment instead',
+  printerColumns: [
+    { name: 'Migration', type: 'string', jsonPath: '.spec.migrationRef.name' },
+    { name: 'Acknowledged By', type: 'string', jsonPath: '.spec.acknowledgedBy.username' },
+    { name: 'Consumed', type: 'string', jsonPath: conditionStatus('Consumed') },
+    { name: 'Stale', type: 'string', jsonPath: conditionStatus('Stale') },
+    { name: 'Operation', type: 'string', jsonPath: '.spec.operationID', priority: 1 },
+  ],
+});
+export type PtahMigrationRunAcknowledgment = ResourceOf<typeof ptahMigrationRunAcknowledgmentKind>;

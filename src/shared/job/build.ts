@@ -1,0 +1,536 @@
+// The one operation-Job builder, for both families (the seed's buildOperationJob). Everything a Job holds comes
+// from its claim and the inputs the claim was decided from, and every default the API server would fill in is
+// written explicitly, so the Job read back from the API server compares equal to a rebuild (jobclaim.match).
+import type {
+  V1Affinity,
+  V1Container,
+  V1EnvVar,
+  V1Job,
+  V1LocalObjectReference,
+  V1OwnerReference,
+  V1PodSpec,
+  V1ResourceRequirements,
+  V1Toleration,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
+import { canonicalJson, digest, isDigest } from '../canonical.js';
+import { jobNameFor, JobNameError, type Family } from '../naming.js';
+import { snapshotProblem, type SnapshotLike } from '../podintent.js';
+import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '../planstore.js';
+import { JOB_PATHS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
+import {
+  declaredMetadataProblem,
+  isLabelValue,
+  JOB_ANNOTATIONS,
+  operatorLabels,
+  OWNER_API_VERSION,
+  OWNER_KIND,
+} from './metadata.js';
+import { isMutatingOperation, runnerOperationFor } from './operations.js';
+import { storedShape, toPlain } from './plain.js';
+
+export const RUNNER_CONTAINER = 'runner';
+export const RUNNER_COMMAND = '/usr/local/bin/ptah-runner';
+/** The non-root user and group every operation Pod runs as. */
+export const RUNTIME_ID = 65532;
+/** The one change ever allowed on a stored Job: ttlSecondsAfterFinished from nil to this, once it is harvested. */
+export const CLEANUP_TTL_SECONDS = 300;
+/** A migration Apply's Job outlives its execution window by this, so the runner's own deadline always fires first. */
+export const JOB_DEADLINE_GRACE_SECONDS = 60;
+export const DEFAULT_ACTIVE_DEADLINE_SECONDS = 900;
+export const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
+const MIN_ACTIVE_DEADLINE_SECONDS = 30;
+const MAX_ACTIVE_DEADLINE_SECONDS = 86400;
+const MAX_TERMINATION_GRACE_SECONDS = 300;
+const MAX_MIGRATION_SEQUENCE = 256;
+/** r--r----- : the runner reads the artifact and plan through its group (fsGroup). */
+const READ_ONLY_FILE_MODE = 0o440;
+const WORK_SIZE_LIMIT = '128Mi';
+const DEFAULT_SERVICE_ACCOUNT = 'default';
+
+export interface SecretKeyRef {
+  name: string;
+  key: string;
+}
+
+export interface ObjectRef {
+  name: string;
+  uid: string;
+}
+
+/** The resource that owns the Job, as its one controller owner reference names it. */
+export interface JobOwner {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace: string;
+  uid: string;
+}
+
+/** The claim (status.activeOperation of either family): the fields the Job is built from. */
+export interface ClaimedOperation {
+  type: string;
+  id: string;
+  inputFingerprint: string;
+  jobName: string;
+  startedAt: string;
+  attempt: number;
+  executionBindingID: string;
+  coordinationDigest?: string;
+  targetIdentityDigest?: string;
+  admissionSnapshot?: SnapshotLike;
+  dispatchNotAfter?: string;
+  executionNotAfter?: string;
+  terminationGracePeriodSeconds?: number;
+  planRef?: ObjectRef;
+  artifact?: { configMapName: string; digest: string };
+}
+
+/** spec.execution: the bounded controls a resource has over its operation Jobs. */
+export interface ExecutionSpec {
+  activeDeadlineSeconds?: number;
+  resources?: V1ResourceRequirements;
+  serviceAccountName?: string;
+  imagePullSecrets?: V1LocalObjectReference[];
+  nodeSelector?: Record<string, string>;
+  tolerations?: V1Toleration[];
+  affinity?: V1Affinity;
+  runtimeClassName?: string;
+  priorityClassName?: string;
+  podMetadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+}
+
+/** The manager building the Job. Images and revision are recorded on the Job; the two versions bind the run. */
+export interface ManagerIdentity {
+  controllerImage: string;
+  controllerRevision: string;
+  /** Runner and executor in one image: the Job's only container runs it. */
+  runnerImage: string;
+  controllerStateVersion: number;
+  runnerProtocolVersion: number;
+}
+
+export interface MigrationStep {
+  version: string;
+  checksum: string;
+}
+
+/** What the runner holds the run to, besides the claim. */
+export interface JobBindings {
+  /** The realm the claim holds; for a mutating operation also the realm its plan was computed for. */
+  coordinationDigest: string;
+  /** Mutating: the database the plan was computed for. */
+  expectedTargetIdentityDigest?: string;
+  /** Schema Apply: the plan's bytes and the projection ConfigMaps that hold them, in chunk order. */
+  planContentDigest?: string;
+  planChunkNames?: readonly string[];
+  /** Migration Apply: the approved sequence and the history it was planned on. */
+  migrationSequence?: readonly MigrationStep[];
+  historyFingerprint?: string;
+}
+
+export interface OperationJobInput {
+  family: Family;
+  owner: JobOwner;
+  claim: ClaimedOperation;
+  runnerOperation: string;
+  target: { urlFrom: SecretKeyRef };
+  /** Schema Plan only: the scratch database. */
+  dev?: { urlFrom: SecretKeyRef };
+  artifact: { configMapName: string; digest: string };
+  execution: ExecutionSpec;
+  manager: ManagerIdentity;
+  bindings: JobBindings;
+}
+
+export type JobBuildRefusal =
+  | 'InvalidInput'
+  | 'InvalidClaim'
+  | 'JobNameMismatch'
+  | 'UnknownOperation'
+  | 'WindowClosed'
+  | 'InvalidBinding';
+
+/** The builder refused: `reason` is a condition reason, the message says what is wrong. */
+export class JobBuildError extends Error {
+  override name = 'JobBuildError';
+  constructor(
+    readonly reason: JobBuildRefusal,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const EPOCH = /^v1-[0-9a-f]{32}$/;
+// RFC 3339 in UTC, as the claim stores its instants and the runner parses them.
+const UTC_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
+
+export function buildOperationJob(input: OperationJobInput): V1Job {
+  const { family, owner, claim, manager, execution } = input;
+  checkOwner(family, owner);
+  const runnerOperation = checkOperation(family, claim.type, input.runnerOperation);
+  const mutating = isMutatingOperation(family, claim.type);
+  checkClaim(family, owner, claim);
+  checkManager(manager);
+  checkReferences(input, runnerOperation, mutating);
+  const activeDeadlineSeconds = deadlineOf(claim, execution, runnerOperation, mutating);
+  const terminationGracePeriodSeconds = claim.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_SECONDS;
+  if (!isIntegerIn(terminationGracePeriodSeconds, 1, MAX_TERMINATION_GRACE_SECONDS)) {
+    throw new JobBuildError('InvalidClaim', `terminationGracePeriodSeconds must be 1..${MAX_TERMINATION_GRACE_SECONDS}, got ${terminationGracePeriodSeconds}`);
+  }
+
+  const declared = execution.podMetadata ?? {};
+  for (const [what, entries] of [['label', declared.labels], ['annotation', declared.annotations]] as const) {
+    const problem = entries && declaredMetadataProblem(what, entries);
+    if (problem) throw new JobBuildError('InvalidInput', `spec.execution.podMetadata: ${problem}`);
+  }
+  // Declared metadata first: operator keys win (and the declared ones cannot name them anyway).
+  const labels = { ...declared.labels, ...operatorLabels(family, owner.name, claim.type, claim.id) };
+  const annotations = { ...declared.annotations, ...operatorAnnotations(input, runnerOperation, mutating) };
+
+  const env = environment(input, runnerOperation, mutating, terminationGracePeriodSeconds);
+  const { volumes, volumeMounts } = storage(input, runnerOperation);
+  const container: V1Container = {
+    name: RUNNER_CONTAINER,
+    image: manager.runnerImage,
+    command: [RUNNER_COMMAND],
+    args: ['--operation', runnerOperation],
+    env,
+    imagePullPolicy: 'IfNotPresent',
+    resources: (storedShape(toPlain(execution.resources)) ?? {}) as V1ResourceRequirements,
+    securityContext: {
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      readOnlyRootFilesystem: true,
+      runAsGroup: RUNTIME_ID,
+      runAsNonRoot: true,
+      runAsUser: RUNTIME_ID,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    terminationMessagePath: JOB_PATHS.terminationLog,
+    terminationMessagePolicy: 'File',
+    volumeMounts,
+    workingDir: JOB_PATHS.work,
+  };
+  const podSpec: V1PodSpec = {
+    activeDeadlineSeconds,
+    automountServiceAccountToken: false,
+    containers: [container],
+    dnsPolicy: 'ClusterFirst',
+    enableServiceLinks: false,
+    restartPolicy: 'Never',
+    schedulerName: 'default-scheduler',
+    securityContext: {
+      fsGroup: RUNTIME_ID,
+      fsGroupChangePolicy: 'OnRootMismatch',
+      runAsGroup: RUNTIME_ID,
+      runAsNonRoot: true,
+      runAsUser: RUNTIME_ID,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    serviceAccountName: execution.serviceAccountName || DEFAULT_SERVICE_ACCOUNT,
+    terminationGracePeriodSeconds,
+    volumes,
+    ...scheduling(execution),
+  };
+  const ownerReference: V1OwnerReference = {
+    apiVersion: OWNER_API_VERSION,
+    kind: OWNER_KIND[family],
+    name: owner.name,
+    uid: owner.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: {
+      name: claim.jobName,
+      namespace: owner.namespace,
+      labels,
+      annotations,
+      ownerReferences: [ownerReference],
+    },
+    spec: {
+      activeDeadlineSeconds,
+      backoffLimit: 0,
+      completionMode: 'NonIndexed',
+      completions: 1,
+      manualSelector: false,
+      parallelism: 1,
+      podReplacementPolicy: 'Failed',
+      suspend: false,
+      template: { metadata: { labels: { ...labels }, annotations: { ...annotations } }, spec: podSpec },
+    },
+  };
+}
+
+function checkOwner(family: Family, owner: JobOwner): void {
+  if (family !== 'schema' && family !== 'migration') throw new JobBuildError('InvalidInput', `unknown family ${JSON.stringify(family)}`);
+  if (owner.apiVersion !== OWNER_API_VERSION || owner.kind !== OWNER_KIND[family]) {
+    throw new JobBuildError('InvalidInput', `a ${family} Job is owned by a ${OWNER_API_VERSION} ${OWNER_KIND[family]}, not ${owner.apiVersion} ${owner.kind}`);
+  }
+  if (!owner.name || !isLabelValue(owner.name)) throw new JobBuildError('InvalidInput', `owner name ${JSON.stringify(owner.name)} cannot be carried in a label`);
+  if (!owner.namespace || !owner.uid) throw new JobBuildError('InvalidInput', `owner ${owner.name} has no namespace or UID`);
+}
+
+function checkOperation(family: Family, type: string, requested: string): RunnerOperation {
+  const runnerOperation = runnerOperationFor(family, type);
+  if (!runnerOperation) throw new JobBuildError('UnknownOperation', `operation type ${JSON.stringify(type)} is not a ${family} operation this manager runs`);
+  if (requested !== runnerOperation) {
+    throw new JobBuildError('UnknownOperation', `a ${family} ${type} runs the runner operation ${runnerOperation}, not ${JSON.stringify(requested)}`);
+  }
+  return runnerOperation;
+}
+
+function checkClaim(family: Family, owner: JobOwner, claim: ClaimedOperation): void {
+  if (!isDigest(claim.id)) throw new JobBuildError('InvalidClaim', 'the claim\'s operation ID is not a sha256 digest');
+  if (!isDigest(claim.inputFingerprint)) throw new JobBuildError('InvalidClaim', 'the claim\'s input fingerprint is not a sha256 digest');
+  if (!EPOCH.test(claim.executionBindingID)) throw new JobBuildError('InvalidClaim', 'the claim names no execution-binding epoch (v1-<32 hex>)');
+  instant(claim.startedAt, 'startedAt');
+  let expected: string;
+  try {
+    expected = jobNameFor({
+      family,
+      ownerName: owner.name,
+      ownerUid: owner.uid,
+      operationType: claim.type,
+      operationId: claim.id,
+      executionBindingId: claim.executionBindingID,
+      inputFingerprint: claim.inputFingerprint,
+      attempt: claim.attempt,
+    });
+  } catch (e) {
+    if (e instanceof JobNameError) throw new JobBuildError('InvalidClaim', `the claim names no Job: ${e.message}`);
+    throw e;
+  }
+  if (claim.jobName !== expected) {
+    throw new JobBuildError('JobNameMismatch', `the claim reserves Job ${JSON.stringify(claim.jobName)}, but its own fields name ${expected}`);
+  }
+  if (claim.admissionSnapshot) {
+    const problem = snapshotProblem(claim.admissionSnapshot);
+    if (problem) throw new JobBuildError('InvalidClaim', problem);
+  }
+}
+
+function checkManager(manager: ManagerIdentity): void {
+  for (const field of ['controllerImage', 'runnerImage', 'controllerRevision'] as const) {
+    const value = manager[field];
+    if (typeof value !== 'string' || value === '' || /\s/.test(value) || value.length > 1024) {
+      throw new JobBuildError('InvalidInput', `manager ${field} ${JSON.stringify(value)} is empty or ambiguous`);
+    }
+  }
+  for (const field of ['controllerStateVersion', 'runnerProtocolVersion'] as const) {
+    if (!isIntegerIn(manager[field], 1, 2 ** 31 - 1)) throw new JobBuildError('InvalidInput', `manager ${field} must be a positive integer, got ${manager[field]}`);
+  }
+}
+
+function checkReferences(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean): void {
+  const { claim, bindings, artifact } = input;
+  checkSecretRef(input.target?.urlFrom, 'spec.target.urlFrom');
+  if (input.dev) {
+    if (runnerOperation !== 'plan') throw new JobBuildError('InvalidInput', `a scratch database is given to a ${runnerOperation} Job; only plan uses one`);
+    checkSecretRef(input.dev.urlFrom, 'spec.dev.urlFrom');
+  }
+  if (!artifact?.configMapName) throw new JobBuildError('InvalidBinding', 'no artifact ConfigMap is pinned');
+  if (!isDigest(artifact.digest)) throw new JobBuildError('InvalidBinding', 'the pinned artifact digest is not a sha256 digest');
+  if (claim.artifact && (claim.artifact.configMapName !== artifact.configMapName || claim.artifact.digest !== artifact.digest)) {
+    throw new JobBuildError('InvalidBinding', 'the artifact is not the one the claim pinned');
+  }
+  if (!isDigest(bindings.coordinationDigest)) throw new JobBuildError('InvalidBinding', 'the coordination digest is not a sha256 digest');
+  if (claim.coordinationDigest !== undefined && claim.coordinationDigest !== bindings.coordinationDigest) {
+    throw new JobBuildError('InvalidBinding', 'the coordination digest is not the realm the claim holds');
+  }
+
+  expectBinding('expectedTargetIdentityDigest', bindings.expectedTargetIdentityDigest, mutating, runnerOperation);
+  if (mutating) {
+    if (!isDigest(bindings.expectedTargetIdentityDigest)) throw new JobBuildError('InvalidBinding', 'the expected target identity digest is not a sha256 digest');
+    if (claim.targetIdentityDigest !== undefined && claim.targetIdentityDigest !== bindings.expectedTargetIdentityDigest) {
+      throw new JobBuildError('InvalidBinding', 'the expected target identity is not the database the claim was made for');
+    }
+    if (!claim.planRef?.name || !claim.planRef.uid) throw new JobBuildError('InvalidClaim', 'an Apply claim names no plan');
+  }
+
+  const schemaApply = runnerOperation === 'apply';
+  expectBinding('planContentDigest', bindings.planContentDigest, schemaApply, runnerOperation);
+  expectBinding('planChunkNames', bindings.planChunkNames, schemaApply, runnerOperation);
+  if (schemaApply) {
+    if (!isDigest(bindings.planContentDigest)) throw new JobBuildError('InvalidBinding', 'the plan content digest is not a sha256 digest');
+    const names = bindings.planChunkNames ?? [];
+    let expected: string[];
+    try {
+      expected = chunkNamesFor(claim.planRef!.name, names.length);
+    } catch (e) {
+      if (e instanceof PlanStoreError) throw new JobBuildError('InvalidBinding', `the plan's chunks: ${e.message}`);
+      throw e;
+    }
+    if (canonicalJson(names) !== canonicalJson(expected)) {
+      throw new JobBuildError('InvalidBinding', `the plan's chunk names are not ${expected.join(', ')}`);
+    }
+  }
+
+  const migrationApply = runnerOperation === 'migration-apply';
+  expectBinding('migrationSequence', bindings.migrationSequence, migrationApply, runnerOperation);
+  expectBinding('historyFingerprint', bindings.historyFingerprint, migrationApply, runnerOperation);
+  if (migrationApply) {
+    if (!isDigest(bindings.historyFingerprint)) throw new JobBuildError('InvalidBinding', 'the history fingerprint is not a sha256 digest');
+    const sequence = bindings.migrationSequence ?? [];
+    if (sequence.length < 1 || sequence.length > MAX_MIGRATION_SEQUENCE) {
+      throw new JobBuildError('InvalidBinding', `a migration Apply runs 1 to ${MAX_MIGRATION_SEQUENCE} migrations, not ${sequence.length}`);
+    }
+    const versions = new Set<string>();
+    for (const step of sequence) {
+      if (!step.version || !step.checksum) throw new JobBuildError('InvalidBinding', 'a migration in the sequence has no version or checksum');
+      if (versions.has(step.version)) throw new JobBuildError('InvalidBinding', `migration ${step.version} appears twice in the sequence`);
+      versions.add(step.version);
+    }
+  }
+}
+
+/** A binding is given exactly to the operation that uses it, so no Job carries a value nothing checks. */
+function expectBinding(name: string, value: unknown, wanted: boolean, runnerOperation: RunnerOperation): void {
+  if (wanted && value === undefined) throw new JobBuildError('InvalidBinding', `a ${runnerOperation} Job needs ${name}`);
+  if (!wanted && value !== undefined) throw new JobBuildError('InvalidBinding', `${name} is given to a ${runnerOperation} Job, which does not use it`);
+}
+
+function checkSecretRef(ref: SecretKeyRef | undefined, where: string): void {
+  if (!ref?.name || !ref.key) throw new JobBuildError('InvalidInput', `${where} names no Secret key`);
+}
+
+/**
+ * Job and Pod activeDeadlineSeconds. A mutating Job lives as long as its claim's execution window (a migration
+ * Apply JOB_DEADLINE_GRACE_SECONDS longer); a read-only Job lives spec.execution.activeDeadlineSeconds.
+ * Computed from the claim alone, never the clock, so a rebuild after the window still equals the Job.
+ */
+function deadlineOf(claim: ClaimedOperation, execution: ExecutionSpec, runnerOperation: RunnerOperation, mutating: boolean): number {
+  const window = execution.activeDeadlineSeconds ?? DEFAULT_ACTIVE_DEADLINE_SECONDS;
+  if (!isIntegerIn(window, MIN_ACTIVE_DEADLINE_SECONDS, MAX_ACTIVE_DEADLINE_SECONDS)) {
+    throw new JobBuildError('InvalidInput', `spec.execution.activeDeadlineSeconds must be ${MIN_ACTIVE_DEADLINE_SECONDS}..${MAX_ACTIVE_DEADLINE_SECONDS}, got ${window}`);
+  }
+  const startedAt = instant(claim.startedAt, 'startedAt');
+  const dispatchNotAfter = claim.dispatchNotAfter === undefined ? undefined : instant(claim.dispatchNotAfter, 'dispatchNotAfter');
+  const executionNotAfter = claim.executionNotAfter === undefined ? undefined : instant(claim.executionNotAfter, 'executionNotAfter');
+  if (mutating && (dispatchNotAfter === undefined || executionNotAfter === undefined)) {
+    throw new JobBuildError('InvalidClaim', 'a mutating claim records no dispatchNotAfter or executionNotAfter');
+  }
+  if (dispatchNotAfter !== undefined && executionNotAfter !== undefined && executionNotAfter < dispatchNotAfter) {
+    throw new JobBuildError('InvalidClaim', 'the claim\'s executionNotAfter is before its dispatchNotAfter');
+  }
+  const windowSeconds = executionNotAfter === undefined ? undefined : Math.floor((executionNotAfter - startedAt) / 1000);
+  if (windowSeconds !== undefined && windowSeconds < 1) throw new JobBuildError('WindowClosed', 'the claim\'s execution window closed before it started');
+  if (dispatchNotAfter !== undefined && dispatchNotAfter <= startedAt) throw new JobBuildError('WindowClosed', 'the claim\'s dispatch window closed before it started');
+  if (!mutating) return window;
+  return windowSeconds! + (runnerOperation === 'migration-apply' ? JOB_DEADLINE_GRACE_SECONDS : 0);
+}
+
+function instant(value: string, field: string): number {
+  const ms = typeof value === 'string' && UTC_INSTANT.test(value) ? Date.parse(value) : NaN;
+  if (!Number.isFinite(ms)) throw new JobBuildError('InvalidClaim', `the claim's ${field} ${JSON.stringify(value)} is not an RFC 3339 UTC instant`);
+  return ms;
+}
+
+function isIntegerIn(value: unknown, min: number, max: number): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= max;
+}
+
+function operatorAnnotations(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean): Record<string, string> {
+  const { claim, manager, bindings } = input;
+  const annotations: Record<string, string> = {
+    [JOB_ANNOTATIONS.operationId]: claim.id,
+    [JOB_ANNOTATIONS.inputFingerprint]: claim.inputFingerprint,
+    [JOB_ANNOTATIONS.executionBindingId]: claim.executionBindingID,
+    [JOB_ANNOTATIONS.controllerImage]: manager.controllerImage,
+    [JOB_ANNOTATIONS.controllerRevision]: manager.controllerRevision,
+    [JOB_ANNOTATIONS.runnerImage]: manager.runnerImage,
+    [JOB_ANNOTATIONS.controllerStateVersion]: String(manager.controllerStateVersion),
+  };
+  if (claim.admissionSnapshot) annotations[JOB_ANNOTATIONS.admissionSnapshotDigest] = claim.admissionSnapshot.digest;
+  if (mutating) {
+    annotations[JOB_ANNOTATIONS.planName] = claim.planRef!.name;
+    annotations[JOB_ANNOTATIONS.planUid] = claim.planRef!.uid;
+    annotations[JOB_ANNOTATIONS.safeToEvict] = 'false';
+  }
+  if (runnerOperation === 'apply') annotations[JOB_ANNOTATIONS.planContentDigest] = bindings.planContentDigest!;
+  return annotations;
+}
+
+function environment(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean, grace: number): V1EnvVar[] {
+  const { claim, manager, bindings, artifact } = input;
+  const value = (name: string, v: string): V1EnvVar => ({ name, value: v });
+  const secret = (name: string, ref: SecretKeyRef): V1EnvVar => ({ name, valueFrom: { secretKeyRef: { name: ref.name, key: ref.key } } });
+  const env: V1EnvVar[] = [
+    value(RUNNER_ENV.operationId, claim.id),
+    value(RUNNER_ENV.protocolVersion, String(manager.runnerProtocolVersion)),
+    secret(RUNNER_ENV.dbUrl, input.target.urlFrom),
+    value(RUNNER_ENV.coordinationDigest, bindings.coordinationDigest),
+    value(RUNNER_ENV.terminationGraceSeconds, String(grace)),
+    value(RUNNER_ENV.terminationMessagePath, JOB_PATHS.terminationLog),
+    value(RUNNER_ENV.artifactDir, JOB_PATHS.artifact),
+    value(RUNNER_ENV.expectedArtifactDigest, artifact.digest),
+    value('HOME', JOB_PATHS.work),
+    value('TMPDIR', JOB_PATHS.work),
+  ];
+  if (input.dev) env.push(secret(RUNNER_ENV.devUrl, input.dev.urlFrom));
+  if (mutating) {
+    env.push(
+      value(RUNNER_ENV.expectedCoordinationDigest, bindings.coordinationDigest),
+      value(RUNNER_ENV.expectedTargetIdentityDigest, bindings.expectedTargetIdentityDigest!),
+      value(RUNNER_ENV.dispatchNotAfter, claim.dispatchNotAfter!),
+      value(RUNNER_ENV.executionNotAfter, claim.executionNotAfter!),
+    );
+  }
+  if (runnerOperation === 'apply') {
+    env.push(value(RUNNER_ENV.planDir, JOB_PATHS.plan), value(RUNNER_ENV.expectedPlanContentDigest, bindings.planContentDigest!));
+  }
+  if (runnerOperation === 'migration-apply') {
+    // Canonical JSON, so the runner can check the value against its digest byte for byte.
+    const sequence = bindings.migrationSequence!.map(({ version, checksum }) => ({ version, checksum }));
+    env.push(
+      value(RUNNER_ENV.expectedMigrationSequence, canonicalJson(sequence)),
+      value(RUNNER_ENV.expectedMigrationSequenceDigest, digest(sequence)),
+      value(RUNNER_ENV.expectedHistoryFingerprint, bindings.historyFingerprint!),
+    );
+  }
+  // Sorted by name: a rebuild must produce the same list whatever order the code above grows in.
+  return env.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+function storage(input: OperationJobInput, runnerOperation: RunnerOperation): { volumes: V1Volume[]; volumeMounts: V1VolumeMount[] } {
+  const volumes: V1Volume[] = [
+    { name: 'artifact', configMap: { name: input.artifact.configMapName, defaultMode: READ_ONLY_FILE_MODE } },
+  ];
+  const volumeMounts: V1VolumeMount[] = [{ name: 'artifact', mountPath: JOB_PATHS.artifact, readOnly: true }];
+  if (runnerOperation === 'apply') {
+    volumes.push({
+      name: 'plan',
+      projected: {
+        defaultMode: READ_ONLY_FILE_MODE,
+        sources: input.bindings.planChunkNames!.map((name, i) => ({
+          configMap: { name, items: [{ key: PLAN_CHUNK_KEY, path: chunkFileName(i), mode: READ_ONLY_FILE_MODE }] },
+        })),
+      },
+    });
+    volumeMounts.push({ name: 'plan', mountPath: JOB_PATHS.plan, readOnly: true });
+  }
+  volumes.push({ name: 'work', emptyDir: { medium: 'Memory', sizeLimit: WORK_SIZE_LIMIT } });
+  volumeMounts.push({ name: 'work', mountPath: JOB_PATHS.work });
+  return { volumes, volumeMounts };
+}
+
+/** The scheduling fields spec.execution declares, in the shape the API server stores them (absent when empty). */
+function scheduling(execution: ExecutionSpec): Partial<V1PodSpec> {
+  const fields: Partial<V1PodSpec> = {};
+  const affinity = storedShape(toPlain(execution.affinity));
+  if (affinity !== undefined) fields.affinity = affinity as V1Affinity;
+  const imagePullSecrets = storedShape(toPlain(execution.imagePullSecrets));
+  if (imagePullSecrets !== undefined) fields.imagePullSecrets = imagePullSecrets as V1LocalObjectReference[];
+  const nodeSelector = storedShape(toPlain(execution.nodeSelector), true);
+  if (nodeSelector !== undefined) fields.nodeSelector = nodeSelector as Record<string, string>;
+  const tolerations = storedShape(toPlain(execution.tolerations));
+  if (tolerations !== undefined) fields.tolerations = tolerations as V1Toleration[];
+  if (execution.runtimeClassName) fields.runtimeClassName = execution.runtimeClassName;
+  if (execution.priorityClassName) fields.priorityClassName = execution.priorityClassName;
+  return fields;
+}

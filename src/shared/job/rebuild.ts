@@ -1,0 +1,149 @@
+// Rebuilds a claim's Job from the objects it was decided from, for both families: the one rebuild the controller
+// (read-back, adoption, supervision) and the controller-write webhook (Job create) hold a Job to through
+// jobclaim.match, so neither can recognise a Job the other would not.
+import type { V1Job } from '@kubernetes/client-node';
+import {
+  buildOperationJob,
+  JobBuildError,
+  type ClaimedOperation,
+  type ExecutionSpec,
+  type JobBindings,
+  type ManagerIdentity,
+  type SecretKeyRef,
+} from './build.js';
+import { familyOfKind, JOB_ANNOTATIONS, OWNER_API_VERSION } from './metadata.js';
+import { runnerOperationFor } from './operations.js';
+
+/** A PtahSchema or PtahMigration, as far as its Jobs are built from it. */
+export interface ClaimOwnerObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; uid?: string };
+  spec: {
+    target: { urlFrom: SecretKeyRef };
+    /** PtahSchema only: the scratch database a Plan uses. */
+    dev?: { urlFrom: SecretKeyRef };
+    execution?: ExecutionSpec;
+  };
+  status?: { artifact?: { configMapName: string; digest: string } };
+}
+
+interface PlanIdentity {
+  metadata?: { name?: string; uid?: string };
+}
+
+/** The PtahSchemaPlan a schema Apply runs. */
+export interface SchemaApplyPlan extends PlanIdentity {
+  spec: {
+    contentDigest: string;
+    chunks: readonly string[];
+    coordinationDigest: string;
+    targetIdentityDigest: string;
+    executionBindingID?: string;
+  };
+}
+
+/** The PtahMigrationPlan a migration Apply runs. */
+export interface MigrationApplyPlan extends PlanIdentity {
+  spec: {
+    migrations: readonly { version: string; checksum: string }[];
+    historyFingerprint: string;
+    coordinationDigest: string;
+    targetIdentityDigest: string;
+    executionBindingID?: string;
+  };
+}
+
+export interface RebuildClaimJobInput {
+  owner: ClaimOwnerObject;
+  claim: ClaimedOperation;
+  /** An Apply claim's plan, read (uncached) under claim.planRef. */
+  plan?: SchemaApplyPlan | MigrationApplyPlan;
+  /** The owner's realm, for a claim that records none (one that takes no Lease). */
+  coordinationDigest?: string;
+  /** The manager rebuilding the Job; its images and revision give way to those the live Job recorded. */
+  manager: ManagerIdentity;
+  /** The Job that stands under the claim's name, when there is one. */
+  liveJob?: V1Job;
+}
+
+/**
+ * The Job `claim` builds. The manager identity the live Job recorded on its Pod template is taken first: it binds
+ * nothing (the epoch binds the versions, the admission snapshot pins the template), so a manager upgrade that
+ * keeps the execution binding rebuilds its predecessor's Job exactly and adopts it.
+ */
+export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
+  const { owner, claim } = input;
+  const family = familyOfKind(owner.kind);
+  if (!family) throw new JobBuildError('InvalidInput', `${JSON.stringify(owner.kind)} is not a kind that dispatches Jobs`);
+  if (owner.apiVersion !== undefined && owner.apiVersion !== OWNER_API_VERSION) {
+    throw new JobBuildError('InvalidInput', `the owner is ${owner.apiVersion}, not ${OWNER_API_VERSION}`);
+  }
+  const { name = '', namespace = '', uid = '' } = owner.metadata ?? {};
+  const runnerOperation = runnerOperationFor(family, claim.type);
+  if (!runnerOperation) throw new JobBuildError('UnknownOperation', `operation type ${JSON.stringify(claim.type)} is not a ${family} operation this manager runs`);
+  const artifact = claim.artifact ?? owner.status?.artifact;
+  if (!artifact) throw new JobBuildError('InvalidBinding', 'neither the claim nor the owner pins an artifact');
+  const coordinationDigest = claim.coordinationDigest ?? input.coordinationDigest;
+  if (!coordinationDigest) throw new JobBuildError('InvalidBinding', 'neither the claim nor the caller names the realm');
+
+  let bindings: JobBindings = { coordinationDigest };
+  if (runnerOperation === 'apply' || runnerOperation === 'migration-apply') {
+    const plan = input.plan;
+    if (!plan) throw new JobBuildError('InvalidBinding', `the ${family} Apply's plan is not given`);
+    checkPlanIdentity(plan, claim, coordinationDigest);
+    if (runnerOperation === 'apply') {
+      if (!('chunks' in plan.spec)) throw new JobBuildError('InvalidBinding', 'a schema Apply runs a PtahSchemaPlan');
+      bindings = {
+        ...bindings,
+        expectedTargetIdentityDigest: plan.spec.targetIdentityDigest,
+        planContentDigest: plan.spec.contentDigest,
+        planChunkNames: plan.spec.chunks,
+      };
+    } else {
+      if (!('migrations' in plan.spec)) throw new JobBuildError('InvalidBinding', 'a migration Apply runs a PtahMigrationPlan');
+      bindings = {
+        ...bindings,
+        expectedTargetIdentityDigest: plan.spec.targetIdentityDigest,
+        migrationSequence: plan.spec.migrations.map(({ version, checksum }) => ({ version, checksum })),
+        historyFingerprint: plan.spec.historyFingerprint,
+      };
+    }
+  } else if (input.plan) {
+    throw new JobBuildError('InvalidBinding', `a plan is given for a ${family} ${claim.type}, which runs none`);
+  }
+
+  return buildOperationJob({
+    family,
+    owner: { apiVersion: OWNER_API_VERSION, kind: owner.kind!, name, namespace, uid },
+    claim,
+    runnerOperation,
+    target: owner.spec.target,
+    ...(runnerOperation === 'plan' && owner.spec.dev ? { dev: owner.spec.dev } : {}),
+    artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
+    execution: owner.spec.execution ?? {},
+    manager: { ...input.manager, ...recordedManager(input.liveJob) },
+    bindings,
+  });
+}
+
+function checkPlanIdentity(plan: SchemaApplyPlan | MigrationApplyPlan, claim: ClaimedOperation, coordinationDigest: string): void {
+  const ref = claim.planRef;
+  if (!ref || plan.metadata?.name !== ref.name || plan.metadata?.uid !== ref.uid) {
+    throw new JobBuildError('InvalidBinding', 'the plan given is not the one the claim names');
+  }
+  if (plan.spec.coordinationDigest !== coordinationDigest) throw new JobBuildError('InvalidBinding', 'the plan was computed for another realm than the claim holds');
+  if (plan.spec.executionBindingID !== undefined && plan.spec.executionBindingID !== claim.executionBindingID) {
+    throw new JobBuildError('InvalidBinding', 'the plan was computed under another execution epoch than the claim');
+  }
+}
+
+/** The manager images and revision a Job's Pod template records, when it records all three. */
+export function recordedManager(job: V1Job | undefined): Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> | undefined {
+  const annotations = job?.spec?.template?.metadata?.annotations ?? {};
+  const controllerImage = annotations[JOB_ANNOTATIONS.controllerImage];
+  const controllerRevision = annotations[JOB_ANNOTATIONS.controllerRevision];
+  const runnerImage = annotations[JOB_ANNOTATIONS.runnerImage];
+  if (!controllerImage || !controllerRevision || !runnerImage) return undefined;
+  return { controllerImage, controllerRevision, runnerImage };
+}
