@@ -1,0 +1,141 @@
+// The manager's configuration: command-line flags and PTAH_* environment variables, validated against one
+// schema. Flags win over the environment; every setting has a flag and an env name, and an error names both so
+// a person can find the bad value wherever it came from.
+import { parseArgs } from 'node:util';
+import { Ajv, type ErrorObject } from 'ajv';
+import { INSTALL, MANAGER_USERNAME } from './shared/api/names.js';
+
+export interface Config {
+  listenHost: string;
+  port: number;
+  /** Directory holding tls.crt and tls.key; absent means "generate a development certificate". */
+  certDir?: string;
+  /** The manager's own identity as the API server authenticates it (system:serviceaccount:<ns>:<name>). */
+  managerUsername: string;
+  /** Path of a kubeconfig file; absent means the default chain (KUBECONFIG, ~/.kube/config, in-cluster). */
+  kubeconfig?: string;
+  /** Namespace of the leader-election Lease. */
+  leaseNamespace: string;
+  /** Off: this replica serves admission only. The controller never runs without holding the manager Lease. */
+  leaderElection: boolean;
+  workers: number;
+  controllerImage: string;
+  runnerImage: string;
+  /** Source revision of this manager build, recorded on every Job it dispatches. */
+  revision: string;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Per-read timeout of the webhook's uncached API reads; below the webhooks' 10 s admission timeout. */
+  readTimeoutMs: number;
+}
+
+interface Setting {
+  key: keyof Config;
+  flag: string;
+  env: string;
+  type: 'string' | 'boolean';
+}
+
+const SETTINGS: readonly Setting[] = [
+  { key: 'listenHost', flag: 'listen-host', env: 'PTAH_LISTEN_HOST', type: 'string' },
+  { key: 'port', flag: 'port', env: 'PTAH_PORT', type: 'string' },
+  { key: 'certDir', flag: 'cert-dir', env: 'PTAH_CERT_DIR', type: 'string' },
+  { key: 'managerUsername', flag: 'manager-username', env: 'PTAH_MANAGER_USERNAME', type: 'string' },
+  { key: 'kubeconfig', flag: 'kubeconfig', env: 'PTAH_KUBECONFIG', type: 'string' },
+  { key: 'leaseNamespace', flag: 'lease-namespace', env: 'PTAH_LEASE_NAMESPACE', type: 'string' },
+  { key: 'leaderElection', flag: 'leader-election', env: 'PTAH_LEADER_ELECTION', type: 'string' },
+  { key: 'workers', flag: 'workers', env: 'PTAH_WORKERS', type: 'string' },
+  { key: 'controllerImage', flag: 'controller-image', env: 'PTAH_CONTROLLER_IMAGE', type: 'string' },
+  { key: 'runnerImage', flag: 'runner-image', env: 'PTAH_RUNNER_IMAGE', type: 'string' },
+  { key: 'revision', flag: 'revision', env: 'PTAH_REVISION', type: 'string' },
+  { key: 'logLevel', flag: 'log-level', env: 'PTAH_LOG_LEVEL', type: 'string' },
+  { key: 'readTimeoutMs', flag: 'read-timeout-ms', env: 'PTAH_READ_TIMEOUT_MS', type: 'string' },
+];
+
+const DNS_LABEL = '[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?';
+const DNS_SUBDOMAIN = `${DNS_LABEL}(?:\\.${DNS_LABEL})*`;
+// An image reference: no whitespace, no scheme; the registry/name/tag/digest grammar is left to the kubelet.
+const IMAGE = '^[a-z0-9][A-Za-z0-9._/:@-]{0,511}$';
+
+const SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['listenHost', 'port', 'managerUsername', 'leaseNamespace', 'leaderElection', 'workers', 'controllerImage', 'runnerImage', 'revision', 'logLevel', 'readTimeoutMs'],
+  properties: {
+    listenHost: { type: 'string', minLength: 1, maxLength: 253 },
+    port: { type: 'integer', minimum: 0, maximum: 65535 },
+    certDir: { type: 'string', minLength: 1 },
+    managerUsername: { type: 'string', pattern: `^system:serviceaccount:${DNS_LABEL}:${DNS_SUBDOMAIN}$`, maxLength: 330 },
+    kubeconfig: { type: 'string', minLength: 1 },
+    leaseNamespace: { type: 'string', pattern: `^${DNS_LABEL}$` },
+    leaderElection: { type: 'boolean' },
+    workers: { type: 'integer', minimum: 1, maximum: 64 },
+    controllerImage: { type: 'string', pattern: IMAGE },
+    runnerImage: { type: 'string', pattern: IMAGE },
+    revision: { type: 'string', pattern: '^[A-Za-z0-9._+-]{1,64}$' },
+    logLevel: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
+    readTimeoutMs: { type: 'integer', minimum: 100, maximum: 30000 },
+  },
+} as const;
+
+export const DEFAULTS = {
+  listenHost: '0.0.0.0',
+  port: 9443,
+  managerUsername: MANAGER_USERNAME,
+  leaseNamespace: INSTALL.namespace,
+  leaderElection: true,
+  workers: 2,
+  controllerImage: 'localhost/ptah-operator:dev',
+  runnerImage: 'localhost/ptah-operator:dev',
+  revision: 'dev',
+  logLevel: 'info',
+  readTimeoutMs: 8000,
+} as const satisfies Partial<Config>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+// Strings from flags/env are coerced to the schema's types here and only here.
+const validate = new Ajv({ allErrors: true, coerceTypes: true, useDefaults: false, strict: true }).compile(SCHEMA);
+
+/** Reads flags (argv without the node/script prefix) and env into a validated Config; throws ConfigError. */
+export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
+  let flags: Record<string, string | boolean | undefined>;
+  try {
+    flags = parseArgs({
+      args: [...argv],
+      options: Object.fromEntries([
+        ...SETTINGS.map((s) => [s.flag, { type: s.type }] as const),
+        ['no-leader-election', { type: 'boolean' }] as const,
+      ]),
+      strict: true,
+      allowPositionals: false,
+    }).values as Record<string, string | boolean | undefined>;
+  } catch (e) {
+    throw new ConfigError(`invalid command line: ${(e as Error).message}`);
+  }
+
+  const raw: Record<string, unknown> = { ...DEFAULTS };
+  for (const s of SETTINGS) {
+    const value = flags[s.flag] ?? env[s.env];
+    if (value !== undefined && value !== '') raw[s.key] = value;
+  }
+  if (flags['no-leader-election'] === true) {
+    if (flags['leader-election'] !== undefined) throw new ConfigError('--leader-election and --no-leader-election contradict each other');
+    raw.leaderElection = false;
+  }
+
+  if (!validate(raw)) throw new ConfigError(`invalid configuration: ${describe(validate.errors ?? [])}`);
+  return raw as unknown as Config;
+}
+
+function describe(errors: ErrorObject[]): string {
+  return errors
+    .map((e) => {
+      const key = e.instancePath.split('/')[1] ?? '';
+      const setting = SETTINGS.find((s) => s.key === key);
+      const name = setting ? `--${setting.flag} (${setting.env})` : key || 'configuration';
+      return `${name} ${e.message ?? 'is invalid'}`;
+    })
+    .join('; ');
+}

@@ -1,0 +1,93 @@
+// The manager process, wiring only: config → logger → kube → certificates → HTTPS service → controller (on the
+// replica that holds the manager Lease), and an orderly shutdown. Every decision lives in the modules it wires.
+import closeWithGrace from 'close-with-grace';
+import { ensureDevCertificates } from '../certs/generate.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { startController, type ManagerHandle } from './controller/manager.js';
+import { systemClock } from './shared/clock.js';
+import { restClient } from './shared/kube-client.js';
+import { createUncachedReader, loadKubeConfig } from './shared/kube.js';
+import { createLogger } from './shared/logger.js';
+import { enableDefaultMetrics } from './shared/metrics.js';
+import { ServingCertificate } from './shared/tls.js';
+import { buildServer } from './webhook/server.js';
+
+/** The Lease the manager replicas contend for; its holder runs the controllers. */
+const MANAGER_LEASE = 'ptah-operator.operator.ptah.run';
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig(process.argv.slice(2), process.env);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    process.stderr.write(`ptah-manager: ${e.message}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const logger = createLogger({ level: config.logLevel, base: { component: 'ptah-manager' } });
+  enableDefaultMetrics();
+
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  logger.info({ server: kubeConfig.getCurrentCluster()?.server }, 'API server');
+  const reader = createUncachedReader(kubeConfig, config.readTimeoutMs);
+
+  let certDir = config.certDir;
+  if (!certDir) {
+    certDir = (await ensureDevCertificates()).dir;
+    logger.warn({ certDir }, 'no --cert-dir given: serving a generated development certificate (never use this in a cluster)');
+  }
+  const certificate = await ServingCertificate.load(certDir, { logger });
+  certificate.start();
+
+  let controller: ManagerHandle | undefined;
+  let controllerFailed = false;
+  const server = await buildServer({
+    reader,
+    config: {
+      managerUsername: config.managerUsername,
+      manager: { controllerImage: config.controllerImage, controllerRevision: config.revision, runnerImage: config.runnerImage },
+    },
+    logger,
+    clock: systemClock,
+    certificate,
+    ready: () => !controllerFailed && (controller?.ready() ?? true),
+  });
+
+  const closer = closeWithGrace({ delay: 20_000, logger }, async ({ signal, err }) => {
+    if (err) logger.error({ err }, 'shutting down after an unexpected error');
+    else logger.info({ signal }, 'shutting down');
+    // The controller first (it stops reconciling, then releases the Lease), then the service it depends on.
+    await controller?.stop();
+    certificate.stop();
+    await server.close();
+  });
+
+  await server.listen({ host: config.listenHost, port: config.port });
+
+  // The controller starts after the webhook listens, so the writes the elected leader makes meet a serving webhook.
+  if (config.leaderElection) {
+    try {
+      controller = startController({
+        kubeConfig,
+        client: await restClient(kubeConfig),
+        logger,
+        leaseNamespace: config.leaseNamespace,
+        leaseName: MANAGER_LEASE,
+        // As controller-runtime does: a replica that lost its Lease exits, and its restart contends again.
+        onLeadershipLost: () => closer.close(),
+      });
+    } catch (e) {
+      controllerFailed = true;
+      logger.error({ err: e }, 'the controller could not start; this replica serves admission only and reports not ready');
+    }
+  } else {
+    logger.warn('leader election is off: this replica serves admission only and runs no controller');
+  }
+  logger.info({ revision: config.revision, leaderElection: config.leaderElection, workers: config.workers }, 'manager started');
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`ptah-manager: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,150 @@
+// /validate/decision: an approval or a run acknowledgment is admitted only when the mutating pass stamped it for
+// exactly this caller and this request, and only while what it names is current, read straight from the API
+// server. Afterwards its spec never changes: a different decision is a new object.
+import { API_VERSION, KINDS } from '../shared/api/names.js';
+import type { PtahMigration, PtahMigrationPlan } from '../shared/api/migration-kinds.js';
+import type { PtahSchema, PtahSchemaPlan } from '../shared/api/schema-kinds.js';
+import type { ObjectRef } from '../shared/api/shapes.js';
+import { canonicalJson, isDigest } from '../shared/canonical.js';
+import { allow, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Verdict } from './admission.js';
+import { MUTATION_REQUEST_UID, decisionKindOf, decisionObjectOf, type DecisionKind, type DecisionObject } from './decision-kinds.js';
+import { identityOf, sameIdentity } from './identity.js';
+import { describeRef, readAll, readObject } from './reads.js';
+import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
+import type { AdmissionContext } from './server.js';
+
+const ROUTE = WEBHOOK_PATHS.decision;
+
+export async function judgeDecision(request: AdmissionRequest, ctx: AdmissionContext): Promise<Verdict> {
+  const kind = decisionKindOf(request, ROUTE);
+  if (request.operation === 'UPDATE') return judgeUpdate(request, kind);
+  if (request.operation !== 'CREATE') rejectRequest(`${ROUTE} judges creates and updates of a ${kind.kind}, not ${request.operation}`);
+  const decision = decisionObjectOf(request, kind, 'object');
+  checkStamp(request, decision);
+  const namespace = request.namespace ?? decision.metadata.namespace;
+  if (!namespace) rejectRequest(`the ${kind.kind} ${subjectOf(request)} has no namespace`);
+  await BINDINGS[kind.kind](decision.spec, namespace, ctx);
+  return allow(`${kind.noun} names the current state and is stamped for its author`);
+}
+
+function judgeUpdate(request: AdmissionRequest, kind: DecisionKind): Verdict {
+  const before = decisionObjectOf(request, kind, 'oldObject');
+  const after = decisionObjectOf(request, kind, 'object');
+  // Canonical JSON keeps an absent field apart from an empty one, so "unchanged" means exactly unchanged.
+  if (canonicalJson(before.spec) !== canonicalJson(after.spec)) {
+    refuse(`a ${kind.kind}'s spec is immutable; create a new ${kind.noun} instead of changing ${subjectOf(request)}`);
+  }
+  return allow();
+}
+
+/** The mutating pass ran for this request and stamped this caller: the proof the author is who it says. */
+function checkStamp(request: AdmissionRequest, decision: DecisionObject): void {
+  const { kind, spec } = decision;
+  const caller = identityOf(request.userInfo);
+  if (caller.username === '') refuse(`the request has no authenticated username, so this ${kind.noun} has no author`);
+  const stamped = spec[kind.identityField];
+  if (stamped === undefined || spec[MUTATION_REQUEST_UID] === undefined) {
+    refuse(`spec.${kind.identityField} was not stamped by the mutating admission webhook (/mutate/stamp); check that the operator's MutatingWebhookConfiguration is installed`);
+  }
+  if (!sameIdentity(caller, stamped)) {
+    refuse(`spec.${kind.identityField} does not match the authenticated request; it is reserved for the identity admission stamps`);
+  }
+  if (spec[MUTATION_REQUEST_UID] !== request.uid) {
+    refuse(`spec.${MUTATION_REQUEST_UID} names another admission request; it is reserved for the request that stamped this ${kind.noun}`);
+  }
+  const at = spec[kind.timeField];
+  if (typeof at !== 'string' || Number.isNaN(Date.parse(at))) refuse(`spec.${kind.timeField} was not stamped by the admission webhook`);
+}
+
+type Binding = (spec: Record<string, unknown>, namespace: string, ctx: AdmissionContext) => Promise<void>;
+
+function requireRef(value: unknown, field: string, noun: string): ObjectRef {
+  const ref = value as Partial<ObjectRef> | undefined;
+  if (!ref || typeof ref.name !== 'string' || ref.name === '' || typeof ref.uid !== 'string' || ref.uid === '') {
+    refuse(`the ${noun} must name ${field} by name and uid`);
+  }
+  return { name: ref.name, uid: ref.uid };
+}
+
+function requireDigest(value: unknown, field: string, noun: string): string {
+  if (!isDigest(value)) refuse(`the ${noun} must carry ${field} as a sha256: digest`);
+  return value;
+}
+
+const ref = (kind: string, namespace: string, name: string) => ({ apiVersion: API_VERSION, kind, namespace, name });
+
+/** The owner exists as the very object the decision names (same UID) and is not being deleted. */
+function checkOwner(owner: { metadata: { uid?: string; deletionTimestamp?: unknown } }, wanted: ObjectRef, what: string, noun: string): void {
+  if (owner.metadata.uid !== wanted.uid) {
+    refuse(`${what} is not the object the ${noun} names: its uid is ${owner.metadata.uid ?? 'unset'}, not ${wanted.uid} (it was deleted and created again)`);
+  }
+  if (owner.metadata.deletionTimestamp) refuse(`${what} is being deleted`);
+}
+
+function checkPlan(plan: { metadata: { uid?: string }; spec: { fingerprint: string } }, planRef: ObjectRef, fingerprint: string, what: string): void {
+  if (plan.metadata.uid !== planRef.uid) refuse(`${what} was replaced: its uid is ${plan.metadata.uid ?? 'unset'}, not ${planRef.uid}`);
+  if (plan.spec.fingerprint !== fingerprint) refuse(`${what} has fingerprint ${plan.spec.fingerprint}, not the planFingerprint ${fingerprint} the approval names`);
+}
+
+function checkAwaitingApproval(activeType: string | undefined, operationID: string | undefined, what: string): void {
+  if (activeType === 'Apply') refuse(`${what} is already applying (operation ${operationID ?? 'unknown'}); it is not waiting for an approval`);
+}
+
+const schemaApproval: Binding = async (spec, namespace, ctx) => {
+  const noun = 'approval';
+  const schemaRef = requireRef(spec.schemaRef, 'spec.schemaRef', noun);
+  const planRef = requireRef(spec.planRef, 'spec.planRef', noun);
+  const fingerprint = requireDigest(spec.planFingerprint, 'spec.planFingerprint', noun);
+  const refs = [ref(KINDS.PtahSchema.kind, namespace, schemaRef.name), ref(KINDS.PtahSchemaPlan.kind, namespace, planRef.name)];
+  const [schema, plan] = await readAll<[PtahSchema, PtahSchemaPlan]>(ctx.reader, [refs[0]!, refs[1]!]);
+  const schemaWhat = describeRef(refs[0]!);
+  const planWhat = describeRef(refs[1]!);
+  checkOwner(schema, schemaRef, schemaWhat, noun);
+  checkPlan(plan, planRef, fingerprint, planWhat);
+  if (plan.spec.schemaRef.name !== schemaRef.name || plan.spec.schemaRef.uid !== schemaRef.uid) refuse(`${planWhat} belongs to another PtahSchema`);
+  const current = schema.status?.plan;
+  if (!current || current.name !== planRef.name || current.uid !== planRef.uid || current.fingerprint !== fingerprint) {
+    refuse(`${schemaWhat}'s current plan is ${current ? `${current.name} (uid ${current.uid})` : 'none'}, not ${planRef.name} (uid ${planRef.uid}); approve the plan it names now`);
+  }
+  checkAwaitingApproval(schema.status?.activeOperation?.type, schema.status?.activeOperation?.id, schemaWhat);
+};
+
+const migrationApproval: Binding = async (spec, namespace, ctx) => {
+  const noun = 'approval';
+  const migrationRef = requireRef(spec.migrationRef, 'spec.migrationRef', noun);
+  const planRef = requireRef(spec.planRef, 'spec.planRef', noun);
+  const fingerprint = requireDigest(spec.planFingerprint, 'spec.planFingerprint', noun);
+  const refs = [ref(KINDS.PtahMigration.kind, namespace, migrationRef.name), ref(KINDS.PtahMigrationPlan.kind, namespace, planRef.name)];
+  const [migration, plan] = await readAll<[PtahMigration, PtahMigrationPlan]>(ctx.reader, [refs[0]!, refs[1]!]);
+  const migrationWhat = describeRef(refs[0]!);
+  const planWhat = describeRef(refs[1]!);
+  checkOwner(migration, migrationRef, migrationWhat, noun);
+  checkPlan(plan, planRef, fingerprint, planWhat);
+  if (plan.spec.migrationRef.name !== migrationRef.name || plan.spec.migrationRef.uid !== migrationRef.uid) refuse(`${planWhat} belongs to another PtahMigration`);
+  const current = migration.status?.plan;
+  if (!current || current.name !== planRef.name || current.uid !== planRef.uid) {
+    refuse(`${migrationWhat}'s current plan is ${current ? `${current.name} (uid ${current.uid})` : 'none'}, not ${planRef.name} (uid ${planRef.uid}); approve the plan it names now`);
+  }
+  checkAwaitingApproval(migration.status?.activeOperation?.type, migration.status?.activeOperation?.id, migrationWhat);
+};
+
+const runAcknowledgment: Binding = async (spec, namespace, ctx) => {
+  const noun = 'acknowledgment';
+  const migrationRef = requireRef(spec.migrationRef, 'spec.migrationRef', noun);
+  const operationID = requireDigest(spec.operationID, 'spec.operationID', noun);
+  const migrationKey = ref(KINDS.PtahMigration.kind, namespace, migrationRef.name);
+  const migration = await readObject<PtahMigration>(ctx.reader, migrationKey);
+  const what = describeRef(migrationKey);
+  checkOwner(migration, migrationRef, what, noun);
+  const unresolved = migration.status?.unresolvedRun;
+  if (!unresolved) refuse(`${what} records no unresolved run; there is nothing to acknowledge`);
+  if (unresolved.operationID !== operationID) {
+    refuse(`${what}'s unresolved run is operation ${unresolved.operationID}, not ${operationID} which this acknowledgment names`);
+  }
+};
+
+const BINDINGS: Record<DecisionKind['kind'], Binding> = {
+  PtahSchemaApproval: schemaApproval,
+  PtahMigrationApproval: migrationApproval,
+  PtahMigrationRunAcknowledgment: runAcknowledgment,
+};

@@ -1,0 +1,192 @@
+// The manager's one HTTPS service: the four admission routes, /healthz, /readyz and /metrics. buildServer never
+// listens and installs no process handlers, so tests drive it through inject() or on port 0, and main.ts owns
+// the lifecycle.
+import { STATUS_CODES } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
+import helmet from '@fastify/helmet';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { WEBHOOK_PATHS, type WebhookPath } from '../shared/api/webhooks.js';
+import type { Clock } from '../shared/clock.js';
+import type { UncachedReader } from '../shared/kube.js';
+import type { Logger } from '../shared/logger.js';
+import { registry, webhookMetrics } from '../shared/metrics.js';
+import type { ServingCertificate } from '../shared/tls.js';
+import {
+  ADMISSION_REVIEW_SCHEMA,
+  Refusal,
+  internalError,
+  reviewResponse,
+  type AdmissionRequest,
+  type AdmissionReview,
+  type Verdict,
+} from './admission.js';
+import { judgeControllerWrite } from './controller-write/index.js';
+import { judgeDecision } from './decision.js';
+import { judgeStamp } from './stamp.js';
+import { judgeStatusWrite } from './status-write.js';
+
+/** Large enough for an AdmissionReview carrying a 512 KiB plan chunk (base64) as object; anything larger is 413. */
+export const BODY_LIMIT = 3 * 1024 * 1024;
+
+/** The images and revision this manager records on the Jobs it builds; a rebuild takes a live Job's own first. */
+export interface ManagerImages {
+  controllerImage: string;
+  controllerRevision: string;
+  runnerImage: string;
+}
+
+export interface AdmissionContext {
+  reader: UncachedReader;
+  managerUsername: string;
+  manager: ManagerImages;
+  now: () => Date;
+  log: FastifyBaseLogger;
+}
+
+export type Judge = (request: AdmissionRequest, ctx: AdmissionContext) => Promise<Verdict>;
+
+// One judge per registered path (src/shared/api/webhooks.ts registers them with the API server).
+const JUDGES: Record<WebhookPath, Judge> = {
+  [WEBHOOK_PATHS.stamp]: judgeStamp,
+  [WEBHOOK_PATHS.decision]: judgeDecision,
+  [WEBHOOK_PATHS.controllerWrite]: judgeControllerWrite,
+  [WEBHOOK_PATHS.statusWrite]: judgeStatusWrite,
+};
+
+export interface ServerDeps {
+  /** Uncached API reads; never an informer cache. */
+  reader: UncachedReader;
+  config: { managerUsername: string; manager: ManagerImages; bodyLimit?: number };
+  /** The root logger, or false for none (tests). */
+  logger: Logger | false;
+  clock: Pick<Clock, 'now'>;
+  /** The serving pair; the server follows its reloads. */
+  certificate: ServingCertificate;
+  /** Extra readiness condition (e.g. the controller's); the service is ready only when it says so too. */
+  ready?: () => boolean;
+}
+
+export type WebhookServer = FastifyInstance<HttpsServer>;
+
+const TLS_MIN_VERSION = 'TLSv1.2' as const;
+
+function decisionOf(verdict: Verdict): 'allowed' | 'denied' | 'invalid' | 'errored' {
+  if (verdict.allowed) return 'allowed';
+  if (verdict.code >= 500) return 'errored';
+  return verdict.code === 400 ? 'invalid' : 'denied';
+}
+
+const started = Symbol('webhookStart');
+type TimedRequest = FastifyRequest & { [started]?: bigint };
+
+export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
+  const { certificate } = deps;
+  const app = Fastify({
+    https: { key: certificate.current.key, cert: certificate.current.cert, minVersion: TLS_MIN_VERSION },
+    bodyLimit: deps.config.bodyLimit ?? BODY_LIMIT,
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    // Judge the request exactly as sent: no coercion, no defaults, no stripped properties.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
+    // Each admission answer is logged once, with its decision; probes and scrapes are not logged.
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  }) as unknown as WebhookServer;
+
+  await app.register(helmet, { global: true, contentSecurityPolicy: false });
+  // Only application/json is an AdmissionReview; anything else is 415 rather than a string the schema refuses.
+  app.removeContentTypeParser('text/plain');
+
+  const offReload = certificate.onChange((pair) => app.server.setSecureContext({ key: pair.key, cert: pair.cert, minVersion: TLS_MIN_VERSION }));
+  app.addHook('onClose', async () => {
+    offReload();
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+      return reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: 'internal error' });
+    }
+    // Malformed JSON, a body that is not an AdmissionReview, an oversized body: the client's mistake, named.
+    return reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: error.message });
+  });
+
+  const webhookOf = (request: FastifyRequest): string | undefined =>
+    (request.routeOptions.config as { webhook?: string } | undefined)?.webhook;
+
+  app.addHook('onRequest', async (request: TimedRequest) => {
+    const webhook = webhookOf(request);
+    if (!webhook) return;
+    request[started] = process.hrtime.bigint();
+    webhookMetrics.inFlight.inc({ webhook });
+  });
+  const finish = (request: TimedRequest, code: number | undefined): void => {
+    const webhook = webhookOf(request);
+    const start = request[started];
+    if (!webhook || start === undefined) return;
+    request[started] = undefined;
+    webhookMetrics.inFlight.dec({ webhook });
+    if (code !== undefined) {
+      webhookMetrics.requests.inc({ webhook, code: String(code) });
+      webhookMetrics.latency.observe({ webhook }, Number(process.hrtime.bigint() - start) / 1e9);
+    }
+  };
+  app.addHook('onResponse', async (request: TimedRequest, reply) => finish(request, reply.statusCode));
+  app.addHook('onRequestAbort', async (request: TimedRequest) => finish(request, undefined));
+
+  for (const [path, judge] of Object.entries(JUDGES)) {
+    app.post(path, { schema: { body: ADMISSION_REVIEW_SCHEMA }, config: { webhook: path } }, async (req) => {
+      const { request } = req.body as AdmissionReview;
+      const log = req.log.child({ admissionUID: request.uid });
+      const ctx: AdmissionContext = {
+        reader: deps.reader,
+        managerUsername: deps.config.managerUsername,
+        manager: deps.config.manager,
+        now: () => deps.clock.now(),
+        log,
+      };
+      let verdict: Verdict;
+      try {
+        verdict = await judge(request, ctx);
+      } catch (e) {
+        if (e instanceof Refusal) verdict = e.verdict;
+        else {
+          log.error({ err: e }, 'admission judge failed');
+          verdict = internalError('the webhook failed while judging this request; it is refused until it can be judged');
+        }
+      }
+      const decision = decisionOf(verdict);
+      webhookMetrics.decisions.inc({ webhook: path, decision });
+      log[decision === 'allowed' ? 'debug' : 'info'](
+        {
+          webhook: path,
+          operation: request.operation,
+          resource: `${request.resource.group}/${request.resource.resource}${request.subResource ? `/${request.subResource}` : ''}`,
+          namespace: request.namespace,
+          name: request.name,
+          username: request.userInfo.username,
+          dryRun: request.dryRun === true,
+          decision,
+          ...(verdict.allowed ? {} : { code: verdict.code, detail: verdict.message }),
+        },
+        'admission decision',
+      );
+      return reviewResponse(request.uid, verdict);
+    });
+  }
+
+  app.get('/healthz', { logLevel: 'warn' }, async () => ({ status: 'ok' }));
+
+  app.get('/readyz', { logLevel: 'warn' }, async (_req, reply) => {
+    const problems: string[] = [];
+    if (!certificate.valid(deps.clock.now())) problems.push(`the serving certificate expired at ${certificate.current.notAfter.toISOString()}`);
+    if (deps.ready && !deps.ready()) problems.push('a readiness check of the manager is not satisfied');
+    if (problems.length > 0) return reply.code(503).send({ status: 'not ready', problems });
+    return { status: 'ready' };
+  });
+
+  app.get('/metrics', { logLevel: 'warn' }, async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+
+  return app;
+}

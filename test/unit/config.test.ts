@@ -1,0 +1,60 @@
+import t from 'tap';
+import { ConfigError, DEFAULTS, loadConfig } from '../../src/config.js';
+
+t.test('defaults give a startable configuration', async (t) => {
+  const config = loadConfig([], {});
+  t.same(config, { ...DEFAULTS });
+  t.equal(config.certDir, undefined, 'no cert dir means a generated development certificate');
+  t.equal(config.kubeconfig, undefined);
+});
+
+t.test('flags and environment are read, flags win', async (t) => {
+  const config = loadConfig(
+    ['--port', '8443', '--cert-dir', '/certs', '--workers', '4', '--no-leader-election', '--manager-username', 'system:serviceaccount:ops:ptah-manager'],
+    { PTAH_PORT: '9000', PTAH_LISTEN_HOST: '127.0.0.1', PTAH_REVISION: 'abc123', PTAH_RUNNER_IMAGE: 'registry.example/ptah@sha256:' + 'a'.repeat(64) },
+  );
+  t.equal(config.port, 8443, 'the flag wins over PTAH_PORT');
+  t.equal(config.listenHost, '127.0.0.1', 'env is read when no flag is given');
+  t.equal(config.certDir, '/certs');
+  t.equal(config.workers, 4);
+  t.equal(config.leaderElection, false);
+  t.equal(config.managerUsername, 'system:serviceaccount:ops:ptah-manager');
+  t.equal(config.revision, 'abc123');
+  t.match(config.runnerImage, /@sha256:a{64}$/);
+});
+
+t.test('booleans from the environment', async (t) => {
+  t.equal(loadConfig([], { PTAH_LEADER_ELECTION: 'false' }).leaderElection, false);
+  t.equal(loadConfig(['--leader-election', 'true'], {}).leaderElection, true);
+});
+
+const bad: [string, string[], NodeJS.ProcessEnv, RegExp][] = [
+  ['port out of range', ['--port', '70000'], {}, /--port \(PTAH_PORT\) must be <= 65535/],
+  ['port not a number', [], { PTAH_PORT: 'https' }, /--port \(PTAH_PORT\) must be integer/],
+  ['manager username not a service account', ['--manager-username', 'admin'], {}, /--manager-username \(PTAH_MANAGER_USERNAME\) must match pattern/],
+  ['manager username with an empty namespace', ['--manager-username', 'system:serviceaccount::x'], {}, /--manager-username/],
+  ['zero workers', ['--workers', '0'], {}, /--workers \(PTAH_WORKERS\) must be >= 1/],
+  ['lease namespace not a DNS label', [], { PTAH_LEASE_NAMESPACE: 'Bad_NS' }, /--lease-namespace \(PTAH_LEASE_NAMESPACE\)/],
+  ['leader election not a boolean', [], { PTAH_LEADER_ELECTION: 'maybe' }, /--leader-election \(PTAH_LEADER_ELECTION\) must be boolean/],
+  ['image with whitespace', ['--controller-image', 'a b'], {}, /--controller-image \(PTAH_CONTROLLER_IMAGE\)/],
+  ['unknown log level', ['--log-level', 'loud'], {}, /--log-level \(PTAH_LOG_LEVEL\) must be equal to one of the allowed values/],
+  ['unknown flag', ['--prot', '1'], {}, /invalid command line: .*--prot/],
+  ['contradicting leader-election flags', ['--leader-election', 'true', '--no-leader-election'], {}, /contradict/],
+  ['read timeout above the admission timeout', ['--read-timeout-ms', '60000'], {}, /--read-timeout-ms/],
+];
+
+for (const [name, argv, env, message] of bad) {
+  t.test(`refuses: ${name}`, async (t) => {
+    t.throws(() => loadConfig(argv, env), { name: 'ConfigError', message });
+  });
+}
+
+t.test('several bad settings are all named in one error', async (t) => {
+  try {
+    loadConfig(['--port=-1', '--workers', '100'], {});
+    t.fail('expected a ConfigError');
+  } catch (e) {
+    t.ok(e instanceof ConfigError);
+    t.match((e as Error).message, /--port.*--workers|--workers.*--port/);
+  }
+});
