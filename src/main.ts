@@ -51,7 +51,9 @@ async function main(): Promise<void> {
     logger,
     clock: systemClock,
     certificate,
-    ready: () => !controllerFailed && (controller?.ready() ?? true),
+    // Readiness is about admission, which every replica serves: a leader whose informers are still syncing must
+    // not drop out of the webhook Service, or its own fail-closed writes would be refused.
+    ready: () => !controllerFailed,
   });
 
   const closer = closeWithGrace({ delay: 20_000, logger }, async ({ signal, err }) => {
@@ -74,6 +76,7 @@ async function main(): Promise<void> {
         logger,
         leaseNamespace: config.leaseNamespace,
         leaseName: MANAGER_LEASE,
+        workers: config.workers,
         // As controller-runtime does: a replica that lost its Lease exits, and its restart contends again.
         onLeadershipLost: () => closer.close(),
       });
