@@ -41,6 +41,11 @@ export interface SchemaPlanDocument {
   actualStateFingerprint: string;
   /** Digest of the desired schema source the plan converges to. */
   desiredSchemaDigest: string;
+  /**
+   * Fingerprint of the state the plan converges to (the desired schema as the executor reads it). Apply checks
+   * the target reads exactly so before it commits; the executor refuses a plan without it.
+   */
+  desiredStateFingerprint?: string;
 }
 
 export interface PlanReport {
@@ -104,6 +109,8 @@ export interface MigrationRunReport {
   applied: MigrationFile[];
   /** The approved sequence the run was held to. */
   planned: { version: string; checksum: string }[];
+  /** The version whose file failed, when outcome is failed, partial or unknown because of a file. */
+  failedVersion?: string;
 }
 
 export type ExecutorReport = ObserveReport | PlanReport | ApplyReport | MigrationHistoryReport | MigrationRunReport;

@@ -1,0 +1,253 @@
+// `migration-history` and `migration-apply`. Apply holds the realm's advisory lock for the whole run, re-reads
+// the history under it and changes nothing unless the pending files are exactly the approved sequence on the
+// approved history; then each file commits together with its history row.
+import { readFileSync } from 'node:fs';
+import { isDigest } from '../../shared/canonical.js';
+import type {
+  ExecutorError, MigrationFile, MigrationHistory, MigrationHistoryReport, MigrationRunOutcome, MigrationRunReport,
+} from '../../shared/executor-report.js';
+import { EXECUTOR_ENV } from '../../shared/runner-env.js';
+import { HISTORY_TABLE, ensureBookkeeping } from '../bookkeeping.js';
+import {
+  acquireRealmLock, connect, describeSqlError, disconnect, failureCode, isStatementError, sqlErrorLine, withReadOnlySnapshot, type Db,
+} from '../db.js';
+import { lockTimeoutMs, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
+import { ExecutorFailure, errorMessage } from '../failure.js';
+import { splitSqlStatements } from '../sql-split.js';
+import { assertNoTransactionControl, readMigrationSources, type MigrationSource } from './files.js';
+import { computeHistory, pendingSources, readHistoryRows, toMigrationFile } from './history.js';
+
+type ApprovedStep = { version: string; checksum: string };
+
+export async function migrationHistory(env: Env): Promise<MigrationHistoryReport> {
+  const sources = readMigrationSources(requireEnv(env, 'artifactDir'));
+  const client = await connect(requireEnv(env, 'dbUrl'), 'target');
+  try {
+    const rows = await withReadOnlySnapshot(client, () => readHistoryRows(client));
+    return { command: 'migration-history', history: computeHistory(sources, rows) };
+  } finally {
+    await disconnect(client);
+  }
+}
+
+export async function migrationApply(env: Env): Promise<MigrationRunReport> {
+  const planned = readApprovedSequence(requireEnv(env, 'expectedSequenceFile'));
+  const report: Reporter = (outcome, applied, error, failedVersion) =>
+    ({ command: 'migration-apply', outcome, applied, planned, ...(error ? { error } : {}), ...(failedVersion ? { failedVersion } : {}) });
+  const run: ApplyRun = {
+    dbUrl: requireEnv(env, 'dbUrl'),
+    operationId: requireOperationId(env),
+    coordinationDigest: requireDigestEnv(env, 'coordinationDigest'),
+    expectedFingerprint: requireDigestEnv(env, 'expectedHistoryFingerprint'),
+    timeoutMs: lockTimeoutMs(env),
+    sources: readMigrationSources(requireEnv(env, 'artifactDir')),
+    planned,
+    report,
+  };
+  // Everything that throws below happens before the first file starts, so a thrown failure changed nothing.
+  try {
+    return await applyUnderLock(run);
+  } catch (err) {
+    return report('failed', [], (err instanceof ExecutorFailure ? err
+      : new ExecutorFailure(failureCode(err, 'database_error'), `the run failed before applying anything: ${errorMessage(err)}`)).toReport());
+  }
+}
+
+type Reporter = (outcome: MigrationRunOutcome, applied: MigrationFile[], error?: ExecutorError, failedVersion?: string) => MigrationRunReport;
+
+interface ApplyRun {
+  dbUrl: string;
+  operationId: string;
+  coordinationDigest: string;
+  expectedFingerprint: string;
+  timeoutMs: number;
+  sources: MigrationSource[];
+  planned: ApprovedStep[];
+  report: Reporter;
+}
+
+async function applyUnderLock(run: ApplyRun): Promise<MigrationRunReport> {
+  const { operationId, sources, report } = run;
+  const client = await connect(run.dbUrl, 'target');
+  try {
+    const lock = await acquireRealmLock(client, run.coordinationDigest, run.timeoutMs);
+    try {
+      const rows = await readHistoryRows(client);
+      const pending = pendingSources(sources, rows);
+      refuseUnlessApproved(computeHistory(sources, rows), pending, run.planned, run.expectedFingerprint);
+      if (pending.length === 0) return report('up-to-date', []);
+      pending.forEach(assertNoTransactionControl);
+
+      const applied: MigrationFile[] = [];
+      for (const source of pending) {
+        const result = source.transactional
+          ? await applyInOneTransaction(client, source, operationId)
+          : await applyStatementByStatement(client, source, operationId);
+        if (result.kind === 'committed') {
+          applied.push(toMigrationFile(source));
+          continue;
+        }
+        const outcome = result.kind === 'uncertain' ? 'unknown' : applied.length > 0 ? 'partial' : 'failed';
+        return report(outcome, applied, result.error.toReport(), source.version);
+      }
+      return report('applied', applied);
+    } finally {
+      await lock.release();
+    }
+  } finally {
+    await disconnect(client);
+  }
+}
+
+/** Every refusal that must come before anything changes; throws ExecutorFailure (outcome `failed`). */
+export function refuseUnlessApproved(history: MigrationHistory, pending: readonly MigrationSource[], planned: readonly ApprovedStep[], expectedFingerprint: string): void {
+  const list = (versions: readonly string[]) => versions.slice(0, 10).join(', ') + (versions.length > 10 ? ', …' : '');
+  if (history.dirty.length > 0) {
+    throw new ExecutorFailure('dirty_history', `migration ${list(history.dirty)} started without finishing (a no-transaction file failed or was interrupted); ` +
+      `repair the database and its ${HISTORY_TABLE} row by hand before applying more; nothing was changed`);
+  }
+  if (history.modified.length > 0) {
+    throw new ExecutorFailure('modified_migration', `applied migration ${list(history.modified)} no longer has the checksum it was applied with; ` +
+      'restore the original file (applied files must never change); nothing was changed');
+  }
+  if (history.missing.length > 0) {
+    throw new ExecutorFailure('missing_migration', `applied migration ${list(history.missing)} is not in the artifact; an artifact must keep every applied file; nothing was changed`);
+  }
+  if (history.outOfOrder.length > 0) {
+    throw new ExecutorFailure('out_of_order', `pending migration ${list(history.outOfOrder)} sorts before the highest applied version; ` +
+      'give it a version above every applied one; nothing was changed');
+  }
+  if (history.fingerprint !== expectedFingerprint) {
+    throw new ExecutorFailure('history_moved', 'the migration history changed after this run was approved (another run applied migrations); ' +
+      'read the history and approve a new plan; nothing was changed');
+  }
+  const matches = pending.length === planned.length &&
+    pending.every((s, i) => BigInt(s.version) === BigInt(planned[i]!.version) && s.checksum === planned[i]!.checksum);
+  if (!matches) {
+    throw new ExecutorFailure('sequence_mismatch', `the pending migrations (${pending.length}: ${list(pending.map((s) => s.version))}) are not the approved ` +
+      `sequence (${planned.length}: ${list(planned.map((p) => p.version))}) with the approved checksums; approve a new plan; nothing was changed`);
+  }
+}
+
+export function readApprovedSequence(path: string): ApprovedStep[] {
+  const name = EXECUTOR_ENV.expectedSequenceFile;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ExecutorFailure('invalid_input', `cannot read the approved sequence (${name}): ${errorMessage(err)}`);
+  }
+  if (!Array.isArray(parsed)) throw new ExecutorFailure('invalid_input', `the approved sequence (${name}) must be a JSON array of {version, checksum}`);
+  return parsed.map((step: unknown, i) => {
+    const { version, checksum } = (step ?? {}) as Record<string, unknown>;
+    if (typeof version !== 'string' || !/^[0-9]{1,30}$/.test(version) || !isDigest(checksum)) {
+      throw new ExecutorFailure('invalid_input', `the approved sequence (${name}) entry ${i} must be {version: digits, checksum: sha256:<hex>}`);
+    }
+    return { version, checksum };
+  });
+}
+
+// Each file starts from the session's defaults: a SET in one file must not change how the next one runs.
+const RESET_SESSION = 'RESET ALL';
+
+type FileResult =
+  | { kind: 'committed' }
+  /** Nothing of this file is committed. */
+  | { kind: 'not-applied'; error: ExecutorFailure }
+  /** Part of the file, or its history row, may be committed. */
+  | { kind: 'uncertain'; error: ExecutorFailure };
+
+async function applyInOneTransaction(client: Db, source: MigrationSource, operationId: string): Promise<FileResult> {
+  try {
+    await client.query(RESET_SESSION);
+    await client.query('BEGIN');
+    // The bookkeeping tables are created in the first file's transaction, so a run that fails changes nothing.
+    await ensureBookkeeping(client);
+    await client.query(source.sql);
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    return {
+      kind: 'not-applied',
+      error: new ExecutorFailure(failureCode(err, 'migration_failed'),
+        `migration ${source.fileName} failed: ${describeSqlError(err, source.sql)}; its transaction was rolled back`),
+    };
+  }
+  try {
+    await client.query(`INSERT INTO ${HISTORY_TABLE} (version, version_order, name, checksum, transactional, operation_id, started_at, finished_at, dirty)
+      VALUES ($1::text, $1::text::numeric, $2, $3, true, $4, now(), clock_timestamp(), false)`, [source.version, source.name, source.checksum, operationId]);
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    return { kind: 'not-applied', error: new ExecutorFailure('bookkeeping_failed', `could not record migration ${source.fileName}: ${errorMessage(err)}; its transaction was rolled back`) };
+  }
+  try {
+    await client.query('COMMIT');
+    return { kind: 'committed' };
+  } catch (err) {
+    if (isStatementError(err)) {
+      return { kind: 'not-applied', error: new ExecutorFailure('migration_failed', `migration ${source.fileName} failed at commit: ${errorMessage(err)}; it was rolled back`) };
+    }
+    return { kind: 'uncertain', error: new ExecutorFailure('commit_unknown', `the connection failed while migration ${source.fileName} committed; whether it applied is unknown: ${errorMessage(err)}`) };
+  }
+}
+
+/**
+ * A `-- ptah:no-transaction` file: a dirty history row is committed first, then each statement runs on its own,
+ * then the row is marked finished. A failure of the first statement leaves nothing behind, so the row is removed;
+ * any later failure leaves the row dirty for a person to resolve.
+ */
+async function applyStatementByStatement(client: Db, source: MigrationSource, operationId: string): Promise<FileResult> {
+  try {
+    await client.query(RESET_SESSION);
+    await inTransaction(client, async () => {
+      await ensureBookkeeping(client);
+      await client.query(`INSERT INTO ${HISTORY_TABLE} (version, version_order, name, checksum, transactional, operation_id, started_at, finished_at, dirty)
+        VALUES ($1::text, $1::text::numeric, $2, $3, false, $4, clock_timestamp(), NULL, true)`, [source.version, source.name, source.checksum, operationId]);
+    });
+  } catch (err) {
+    const error = new ExecutorFailure('bookkeeping_failed', `could not record the start of migration ${source.fileName}: ${errorMessage(err)}`);
+    return isStatementError(err) ? { kind: 'not-applied', error } : { kind: 'uncertain', error };
+  }
+  const statements = splitSqlStatements(source.sql);
+  for (const [i, statement] of statements.entries()) {
+    try {
+      await client.query(statement.text);
+    } catch (err) {
+      const where = `migration ${source.fileName} (no-transaction) failed at statement ${i + 1} of ${statements.length}, ` +
+        `line ${statement.line - 1 + (sqlErrorLine(err, statement.text) ?? 1)}: ${errorMessage(err)}`;
+      if (i === 0 && isStatementError(err) && (await removeStartMarker(client, source))) {
+        return { kind: 'not-applied', error: new ExecutorFailure('migration_failed', `${where}; nothing of it ran`) };
+      }
+      return {
+        kind: 'uncertain',
+        error: new ExecutorFailure(failureCode(err, 'migration_failed'),
+          `${where}; the statements before it are committed and its history row is left dirty`),
+      };
+    }
+  }
+  try {
+    await client.query(`UPDATE ${HISTORY_TABLE} SET dirty = false, finished_at = clock_timestamp() WHERE version_order = $1::numeric`, [source.version]);
+    return { kind: 'committed' };
+  } catch (err) {
+    return { kind: 'uncertain', error: new ExecutorFailure('bookkeeping_failed', `migration ${source.fileName} ran but could not be marked finished: ${errorMessage(err)}`) };
+  }
+}
+
+async function removeStartMarker(client: Db, source: MigrationSource): Promise<boolean> {
+  try {
+    await client.query(`DELETE FROM ${HISTORY_TABLE} WHERE version_order = $1::numeric AND dirty`, [source.version]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function inTransaction(client: Db, fn: () => Promise<void>): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await fn();
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}

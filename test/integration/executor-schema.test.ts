@@ -1,0 +1,283 @@
+// observe, plan and apply of a declarative schema against a real PostgreSQL. The main cases connect as an
+// ordinary role (CREATEDB, no superuser), as a real target would, and own a fresh database per test.
+import t, { type Test } from 'tap';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { realmLockKey } from '../../src/shared/realm-lock-key.js';
+import type { ApplyReport, ObserveReport, PlanReport, SchemaPlanDocument } from '../../src/shared/executor-report.js';
+import { sharedPostgresUrl } from '../harness/postgres.js';
+import {
+  COORDINATION_DIGEST, artifactDir, freshDatabase, jsonFile, operationId, queryOnce, runExecutor, runExecutorProcess, type ExecutorEnv,
+} from './executor-helpers.js';
+
+interface RoleDatabase {
+  url: string;
+  password: string;
+  role: string;
+  query<T extends Record<string, unknown> = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  /** Databases the role owns (the target, plus any scratch database left behind). */
+  ownedDatabases(): Promise<string[]>;
+}
+
+async function roleDatabase(t: Test, prefix: string): Promise<RoleDatabase> {
+  const admin = sharedPostgresUrl();
+  const suffix = randomBytes(5).toString('hex');
+  const role = `${prefix}_r_${suffix}`;
+  const name = `${prefix}_${suffix}`;
+  const password = `pw-${randomBytes(12).toString('hex')}`;
+  await queryOnce(admin, `CREATE ROLE "${role}" LOGIN CREATEDB PASSWORD '${password}'`);
+  await queryOnce(admin, `CREATE DATABASE "${name}" OWNER "${role}" TEMPLATE template0`);
+  t.teardown(async () => {
+    for (const db of await queryOnce<{ datname: string }>(admin, 'SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = $1)', [role])) {
+      await queryOnce(admin, `DROP DATABASE "${db.datname}" WITH (FORCE)`);
+    }
+    await queryOnce(admin, `DROP ROLE "${role}"`);
+  });
+  const url = new URL(admin);
+  url.username = role;
+  url.password = password;
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    password,
+    role,
+    query: (sql, params) => queryOnce(url.toString(), sql, params),
+    ownedDatabases: async () => (await queryOnce<{ datname: string }>(admin,
+      'SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = $1) ORDER BY datname', [role])).map((r) => r.datname),
+  };
+}
+
+const schemaDir = (t: Test, sql: string) => artifactDir(t, { 'schema.sql': sql });
+const applyEnv = (t: Test, url: string, plan: SchemaPlanDocument, op: string): ExecutorEnv =>
+  ({ dbUrl: url, planFile: jsonFile(t, plan), operationId: op, coordinationDigest: COORDINATION_DIGEST });
+
+async function planFor(url: string, dir: string, extra: ExecutorEnv = {}): Promise<PlanReport> {
+  return runExecutor<PlanReport>('plan', { dbUrl: url, artifactDir: dir, ...extra });
+}
+
+const DESIRED = `
+CREATE SCHEMA app;
+CREATE TABLE app.users (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  email text NOT NULL UNIQUE,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE app.orders (
+  id serial PRIMARY KEY,
+  user_id bigint NOT NULL REFERENCES app.users (id) ON DELETE CASCADE,
+  qty integer NOT NULL DEFAULT 1 CHECK (qty > 0)
+);
+CREATE INDEX orders_user_idx ON app.orders (user_id) WHERE qty > 1;
+CREATE VIEW app.order_emails AS SELECT o.id, u.email FROM app.orders o JOIN app.users u ON u.id = o.user_id;
+`;
+
+t.test('observe, plan and apply round-trip and converge: a second plan has no changes', async (t) => {
+  const db = await roleDatabase(t, 'exec_rt');
+  const dir = schemaDir(t, DESIRED);
+
+  const observed = await runExecutorProcess<ObserveReport>('observe', { dbUrl: db.url, artifactDir: dir });
+  t.equal(observed.code, 0, observed.stderr);
+  t.equal(observed.report.drift, true);
+  t.same(observed.report.findings, [
+    { category: 'missing_schema', count: 1 }, { category: 'missing_sequence', count: 1 }, { category: 'missing_table', count: 2 }, { category: 'missing_view', count: 1 },
+  ]);
+  t.notMatch(observed.stdout, /users|orders|email/, 'the report names no object');
+
+  const planned = await runExecutorProcess<PlanReport>('plan', { dbUrl: db.url, artifactDir: dir });
+  t.equal(planned.code, 0, planned.stderr);
+  t.equal(planned.report.outcome, 'Changes');
+  const plan = planned.report.plan!;
+  t.equal(plan.statementCount, plan.statements.length);
+  t.equal(plan.destructive, false);
+  t.equal(plan.actualStateFingerprint, observed.report.actualStateFingerprint, 'plan and observe read the same state');
+  t.same(await db.ownedDatabases(), [(new URL(db.url)).pathname.slice(1)], 'the scratch database was dropped');
+  t.same(await db.query("SELECT 1 FROM pg_namespace WHERE nspname = 'app'"), [], 'planning changed nothing in the target');
+
+  const op = operationId('apply');
+  const applied = await runExecutorProcess<ApplyReport>('apply', applyEnv(t, db.url, plan, op));
+  t.equal(applied.code, 0, applied.stderr);
+  t.same(applied.report, { command: 'apply', outcome: 'applied', planContentDigest: planned.report.planContentDigest, statementsExecuted: plan.statementCount });
+  t.same(await db.query('SELECT operation_id, plan_content_digest, statement_count FROM ptah_migrations.schema_applies'),
+    [{ operation_id: op, plan_content_digest: planned.report.planContentDigest, statement_count: plan.statementCount }], 'the target records who applied what');
+
+  await db.query("INSERT INTO app.users (email) VALUES ('a@example.test')");
+  await db.query('INSERT INTO app.orders (user_id, qty) SELECT id, 2 FROM app.users');
+  t.same(await db.query('SELECT email FROM app.order_emails'), [{ email: 'a@example.test' }], 'the applied schema works');
+
+  const second = await runExecutorProcess<PlanReport>('plan', { dbUrl: db.url, artifactDir: dir });
+  t.same(second.report, { command: 'plan', outcome: 'NoChanges', actualStateFingerprint: plan.desiredStateFingerprint });
+  const again = await runExecutor<ObserveReport>('observe', { dbUrl: db.url, artifactDir: dir });
+  t.equal(again.drift, false);
+  t.same(again.findings, []);
+  t.equal(again.actualStateFingerprint, plan.desiredStateFingerprint, 'the bookkeeping schema is not part of the state');
+
+  const replay = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, plan, operationId('replay')));
+  t.equal(replay.outcome, 'failed');
+  t.equal(replay.error?.code, 'target_changed', 'an applied plan cannot be applied twice');
+});
+
+t.test('a change to an existing schema converges, with destructive statements flagged and reasons given', async (t) => {
+  const db = await roleDatabase(t, 'exec_change');
+  await db.query(`${DESIRED}
+    CREATE TABLE app.legacy (id int);
+    ALTER TABLE app.orders ADD COLUMN note text;
+    INSERT INTO app.users (email) VALUES ('a@example.test'), ('b@example.test');
+    INSERT INTO app.orders (user_id, qty) SELECT id, 3 FROM app.users;`);
+  const dir = schemaDir(t, `
+    CREATE SCHEMA app;
+    CREATE TABLE app.users (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, email varchar(320) NOT NULL UNIQUE, created_at timestamptz DEFAULT now());
+    CREATE TABLE app.orders (
+      id bigint PRIMARY KEY, user_id bigint NOT NULL REFERENCES app.users (id), qty bigint NOT NULL DEFAULT 1 CHECK (qty > 0 AND qty < 100),
+      placed_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX orders_user_idx ON app.orders (user_id);
+    CREATE VIEW app.order_emails AS SELECT o.id, u.email, o.qty FROM app.orders o JOIN app.users u ON u.id = o.user_id;`);
+  const report = await planFor(db.url, dir);
+  t.equal(report.outcome, 'Changes', JSON.stringify(report.error));
+  const plan = report.plan!;
+  t.equal(plan.destructive, true);
+  const reasons = plan.destructiveStatements.map((d) => d.reason);
+  for (const reason of ['drop_table', 'drop_column', 'change_column_type']) t.ok(reasons.includes(reason), `flags ${reason}`);
+  const shapes: Record<string, RegExp> = {
+    drop_table: /^DROP TABLE /, drop_column: / DROP COLUMN /, drop_sequence: /^DROP SEQUENCE /, change_column_type: / ALTER COLUMN "\w+" TYPE /,
+  };
+  for (const d of plan.destructiveStatements) t.match(plan.statements[d.index], shapes[d.reason] ?? /^$/, `statement ${d.index} is a ${d.reason}`);
+  t.notOk(reasons.includes('drop_view'), 'a view that comes back is not a destructive drop');
+
+  const applied = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, plan, operationId('change')));
+  t.equal(applied.outcome, 'applied', JSON.stringify(applied.error));
+  t.same(await db.query('SELECT count(*)::int AS n FROM app.order_emails'), [{ n: 2 }], 'data survived');
+  t.equal((await planFor(db.url, dir)).outcome, 'NoChanges');
+
+  const additive = await planFor(db.url, schemaDir(t, `
+    CREATE SCHEMA app;
+    CREATE TABLE app.users (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, email varchar(320) NOT NULL UNIQUE, created_at timestamptz DEFAULT now(), name text);
+    CREATE TABLE app.orders (
+      id bigint PRIMARY KEY, user_id bigint NOT NULL REFERENCES app.users (id), qty bigint NOT NULL DEFAULT 1 CHECK (qty > 0 AND qty < 100),
+      placed_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX orders_user_idx ON app.orders (user_id);
+    CREATE VIEW app.order_emails AS SELECT o.id, u.email, o.qty FROM app.orders o JOIN app.users u ON u.id = o.user_id;`));
+  t.equal(additive.outcome, 'Changes');
+  t.equal(additive.plan?.destructive, false, 'adding a column is not destructive');
+  t.same(additive.plan?.destructiveStatements, []);
+});
+
+t.test('a target changed after planning is refused at apply and nothing changes', async (t) => {
+  const db = await roleDatabase(t, 'exec_moved');
+  await db.query('CREATE TABLE t (a int)');
+  const report = await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int, b int);'));
+  t.equal(report.outcome, 'Changes');
+  await db.query('CREATE TABLE someone_elses (x int)');
+  const applied = await runExecutorProcess<ApplyReport>('apply', applyEnv(t, db.url, report.plan!, operationId('moved')));
+  t.equal(applied.code, 1);
+  t.equal(applied.report.outcome, 'failed');
+  t.equal(applied.report.error?.code, 'target_changed');
+  t.equal(applied.report.statementsExecuted, 0);
+  t.same(await db.query("SELECT column_name FROM information_schema.columns WHERE table_name = 't' ORDER BY 1"), [{ column_name: 'a' }]);
+});
+
+t.test('apply waits for the realm lock at most PTAH_LOCK_TIMEOUT_MS, then refuses having changed nothing', async (t) => {
+  const db = await roleDatabase(t, 'exec_locked');
+  const report = await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int);'));
+  const holder = new pg.Client({ connectionString: db.url });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  await holder.query('SELECT pg_advisory_lock($1::bigint)', [realmLockKey(COORDINATION_DIGEST)]);
+  const applied = await runExecutor<ApplyReport>('apply', { ...applyEnv(t, db.url, report.plan!, operationId('locked')), lockTimeoutMs: '200' });
+  t.equal(applied.outcome, 'failed');
+  t.equal(applied.error?.code, 'lock_timeout');
+  t.same(await db.query("SELECT to_regclass('public.t') IS NULL AS absent"), [{ absent: true }]);
+  await holder.query('SELECT pg_advisory_unlock_all()');
+  t.equal((await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, report.plan!, operationId('free')))).outcome, 'applied', 'and applies once the lock is free');
+});
+
+t.test('a statement that fails at apply rolls the whole plan back', async (t) => {
+  const db = await roleDatabase(t, 'exec_rollback');
+  await db.query('CREATE TABLE t (a int); INSERT INTO t VALUES (1);');
+  const report = await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int, b int, c int NOT NULL);'));
+  t.same(report.plan?.statements, ['ALTER TABLE "public"."t" ADD COLUMN "b" integer', 'ALTER TABLE "public"."t" ADD COLUMN "c" integer NOT NULL']);
+  const applied = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, report.plan!, operationId('rollback')));
+  t.equal(applied.outcome, 'failed');
+  t.equal(applied.error?.code, 'statement_failed');
+  t.equal(applied.statementsExecuted, 1);
+  t.match(applied.error?.message, /statement 2 of 2.*contains null values/);
+  t.same(await db.query("SELECT column_name FROM information_schema.columns WHERE table_name = 't'"), [{ column_name: 'a' }], 'column b was rolled back');
+  t.same(await db.query("SELECT to_regclass('ptah_migrations.schema_applies') IS NULL AS absent"), [{ absent: true }], 'nothing was recorded');
+});
+
+t.test('objects outside the supported set are refused, in the desired schema and in the target', async (t) => {
+  const db = await roleDatabase(t, 'exec_unsupported');
+  const desiredCases: [string, string, RegExp][] = [
+    ['function', "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'; CREATE TABLE t (a int);", /function \(1\)/],
+    ['trigger', "CREATE TABLE t (a int); CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION tf();", /trigger \(1\)/],
+    ['enum', "CREATE TYPE mood AS ENUM ('ok'); CREATE TABLE t (m mood);", /enum \(1\)/],
+    ['comment', "CREATE TABLE t (a int); COMMENT ON COLUMN t.a IS 'x';", /comment \(1\)/],
+    ['materialized view', 'CREATE MATERIALIZED VIEW mv AS SELECT 1 AS a;', /materialized_view \(1\)/],
+    ['partitioned table', 'CREATE TABLE p (a int) PARTITION BY RANGE (a);', /partitioned_table \(1\)/],
+    ['privilege', `CREATE TABLE t (a int); GRANT SELECT ON t TO "${db.role}";`, /privilege \(1\)/],
+    ['collation', 'CREATE TABLE t (a text COLLATE "C");', /column_collation \(1\)/],
+    ['ownership', 'CREATE ROLE ptah_scratch_owner_probe; CREATE TABLE t (a int); ALTER TABLE t OWNER TO ptah_scratch_owner_probe;', /ownership \(1\)/],
+  ];
+  const superuser = await freshDatabase(t, 'exec_unsupported_su');
+  for (const [name, sql, kind] of desiredCases) {
+    // The ownership case needs CREATEROLE, so every case plans as the superuser; the census is the same.
+    const report = await planFor(superuser.url, schemaDir(t, sql));
+    t.equal(report.error?.code, 'unsupported_object', name);
+    t.match(report.error?.message, /^the desired schema holds/, name);
+    t.match(report.error?.message, kind, name);
+  }
+  t.equal((await planFor(superuser.url, schemaDir(t, 'CREATE TABLE t (a int);'))).outcome, 'Changes', 'the same target plans a supported schema');
+
+  await db.query("CREATE TYPE status AS ENUM ('new'); CREATE TABLE t (s status);");
+  for (const command of ['observe', 'plan'] as const) {
+    const report = await runExecutor<ObserveReport | PlanReport>(command, { dbUrl: db.url, artifactDir: schemaDir(t, 'CREATE TABLE t (s text);') });
+    t.equal(report.error?.code, 'unsupported_object', command);
+    t.match(report.error?.message, /^the target database's managed schemas hold objects outside the supported set: enum \(1\)/, command);
+  }
+});
+
+t.test('the desired schema is built in a scratch database that is always dropped, or in an empty dev database', async (t) => {
+  const db = await roleDatabase(t, 'exec_scratch');
+  const target = new URL(db.url).pathname.slice(1);
+  const broken = await runExecutorProcess<PlanReport>('plan', { dbUrl: db.url, artifactDir: schemaDir(t, 'CREATE TABLE t (a int);\nCREATE TABLE u (b nosuchtype);') });
+  t.equal(broken.report.error?.code, 'desired_schema_invalid');
+  t.match(broken.report.error?.message, /line 2: type "nosuchtype" does not exist/);
+  t.same(await db.ownedDatabases(), [target], 'the scratch database was dropped after the failure');
+  const control = await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int); COMMIT; DROP TABLE t;'));
+  t.equal(control.error?.code, 'desired_schema_invalid');
+  t.match(control.error?.message, /COMMIT is not allowed/);
+
+  const dev = await freshDatabase(t, 'exec_dev');
+  const withDev = await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int);'), { devUrl: dev.url });
+  t.equal(withDev.outcome, 'Changes', JSON.stringify(withDev.error));
+  t.same(await db.ownedDatabases(), [target], 'no scratch database when a dev database is given');
+  t.same(await dev.query("SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace"), [], 'the dev database is left empty');
+  await dev.query('CREATE TABLE leftover (x int)');
+  const dirty = await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int);'), { devUrl: dev.url });
+  t.equal(dirty.error?.code, 'dev_database_not_empty');
+});
+
+t.test('a bad URL or an unreachable server gives a clear error without the password', async (t) => {
+  const db = await roleDatabase(t, 'exec_badurl');
+  const dir = schemaDir(t, 'CREATE TABLE t (a int);');
+  const wrongPassword = new URL(db.url);
+  wrongPassword.password = `${db.password}-wrong`;
+  const unreachable = new URL(db.url);
+  unreachable.port = '1';
+  const cases: [string, string, string, RegExp][] = [
+    ['wrong password', wrongPassword.toString(), 'connection_failed', /password authentication failed/],
+    ['nothing listens', unreachable.toString(), 'connection_failed', /could not connect to the target database: .*ECONNREFUSED/],
+    ['not a URL', `host=localhost password=${db.password}`, 'invalid_url', /not a valid URL/],
+    ['another scheme', `mysql://u:${db.password}@127.0.0.1/db`, 'invalid_url', /postgres:\/\//],
+  ];
+  for (const [name, url, code, message] of cases) {
+    const run = await runExecutorProcess<ObserveReport>('observe', { dbUrl: url, artifactDir: dir });
+    t.equal(run.code, 1, name);
+    t.equal(run.report.error?.code, code, name);
+    t.match(run.report.error?.message, message, name);
+    t.notMatch(run.stdout + run.stderr, db.password, `${name}: no password in the output`);
+  }
+  const missing = await runExecutorProcess<ObserveReport>('observe', { artifactDir: dir });
+  t.same(missing.report.error, { code: 'invalid_input', message: 'PTAH_DB_URL is not set' });
+});
