@@ -4,6 +4,7 @@ import closeWithGrace from 'close-with-grace';
 import { ensureDevCertificates } from '../certs/generate.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { startController, type ManagerHandle } from './controller/manager.js';
+import { registerMigrationController } from './controller/migration/register.js';
 import { systemClock } from './shared/clock.js';
 import { restClient } from './shared/kube-client.js';
 import { createUncachedReader, loadKubeConfig } from './shared/kube.js';
@@ -69,6 +70,9 @@ async function main(): Promise<void> {
 
   // The controller starts after the webhook listens, so the writes the elected leader makes meet a serving webhook.
   if (config.leaderElection) {
+    registerMigrationController({
+      manager: { controllerImage: config.controllerImage, controllerRevision: config.revision, runnerImage: config.runnerImage },
+    });
     try {
       controller = startController({
         kubeConfig,

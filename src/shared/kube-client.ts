@@ -4,6 +4,7 @@
 // mistake for the truth.
 import https from 'node:https';
 import { KubeConfig, type V1ObjectMeta } from '@kubernetes/client-node';
+import { API_VERSION, KINDS } from './api/names.js';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -100,9 +101,10 @@ const RESOURCES = new Map<string, ResourceInfo>([
   ['batch/v1/Job', { plural: 'jobs', namespaced: true }],
   ['coordination.k8s.io/v1/Lease', { plural: 'leases', namespaced: true }],
   ['events.k8s.io/v1/Event', { plural: 'events', namespaced: true }],
+  ...Object.values(KINDS).map((k): [string, ResourceInfo] => [`${API_VERSION}/${k.kind}`, { plural: k.plural, namespaced: true }]),
 ]);
 
-/** Registers a kind the client may address (the Ptah kinds register themselves from src/shared/api). */
+/** Registers a further kind the client may address (the core kinds above and the Ptah kinds are known). */
 export function registerResource(apiVersion: string, kind: string, info: ResourceInfo): void {
   RESOURCES.set(`${apiVersion}/${kind}`, info);
 }

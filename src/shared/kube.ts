@@ -1,11 +1,7 @@
 // How the manager reaches the API server: the KubeConfig (a file, or the default chain that ends in the Pod's
 // in-cluster ServiceAccount), client-node's typed clients, and the uncached reader every safety decision uses.
 import { BatchV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api, KubeConfig } from '@kubernetes/client-node';
-import { API_VERSION, KINDS } from './api/names.js';
-import { registerResource, restClient, type KubeClient, type KubeObject, type ResourceRef } from './kube-client.js';
-
-// The operator's own kinds, addressable by every KubeClient of the process (all are namespaced).
-for (const names of Object.values(KINDS)) registerResource(API_VERSION, names.kind, { plural: names.plural, namespaced: true });
+import { restClient, type KubeClient, type KubeObject, type ResourceRef } from './kube-client.js';
 
 /** Loads the kubeconfig at `file`, or the default chain (KUBECONFIG, ~/.kube/config, in-cluster) without one. */
 export function loadKubeConfig(file?: string): KubeConfig {
