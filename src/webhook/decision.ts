@@ -1,6 +1,6 @@
 // /validate/decision: an approval or a run acknowledgment is admitted only when the mutating pass stamped it for
-// exactly this caller and this request, and only while what it names is current, read straight from the API
-// server. Afterwards its spec never changes: a different decision is a new object.
+// exactly this caller, and only while what it names is current, read straight from the API server. Afterwards
+// its spec never changes: a different decision is a new object.
 import { API_VERSION, KINDS } from '../shared/api/names.js';
 import type { PtahMigration, PtahMigrationPlan } from '../shared/api/migration-kinds.js';
 import type { PtahSchema, PtahSchemaPlan } from '../shared/api/schema-kinds.js';
@@ -37,20 +37,20 @@ function judgeUpdate(request: AdmissionRequest, kind: DecisionKind): Verdict {
   return allow();
 }
 
-/** The mutating pass ran for this request and stamped this caller: the proof the author is who it says. */
+/**
+ * The mutating pass ran and stamped this caller: the proof the author is who it says. The stamped request UID is
+ * only required, not compared: the API server gives every webhook call its own AdmissionReview uid.
+ */
 function checkStamp(request: AdmissionRequest, decision: DecisionObject): void {
   const { kind, spec } = decision;
   const caller = identityOf(request.userInfo);
   if (caller.username === '') refuse(`the request has no authenticated username, so this ${kind.noun} has no author`);
   const stamped = spec[kind.identityField];
-  if (stamped === undefined || spec[MUTATION_REQUEST_UID] === undefined) {
+  if (stamped === undefined || typeof spec[MUTATION_REQUEST_UID] !== 'string' || spec[MUTATION_REQUEST_UID] === '') {
     refuse(`spec.${kind.identityField} was not stamped by the mutating admission webhook (/mutate/stamp); check that the operator's MutatingWebhookConfiguration is installed`);
   }
   if (!sameIdentity(caller, stamped)) {
     refuse(`spec.${kind.identityField} does not match the authenticated request; it is reserved for the identity admission stamps`);
-  }
-  if (spec[MUTATION_REQUEST_UID] !== request.uid) {
-    refuse(`spec.${MUTATION_REQUEST_UID} names another admission request; it is reserved for the request that stamped this ${kind.noun}`);
   }
   const at = spec[kind.timeField];
   if (typeof at !== 'string' || Number.isNaN(Date.parse(at))) refuse(`spec.${kind.timeField} was not stamped by the admission webhook`);
