@@ -14,9 +14,14 @@ export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 BINS="kube-apiserver kube-controller-manager kubectl"
 have_all() { local b; for b in $BINS etcd; do [ -x "$OUT/$b" ] || return 1; done; }
 if have_all; then echo "$OUT"; exit 0; fi
-mkdir -p "$OUT"
-start=$(date +%s)
 log() { printf '[controlplane] %s\n' "$*" >&2; }
+command -v go >/dev/null || { log "building the control plane needs Go >= 1.26 on PATH (and the Go module proxy); none found"; exit 1; }
+mkdir -p "$OUT"
+# One build at a time per cache (CI and a test run may both get here); the second finds the binaries done.
+exec 9>"$CACHE/.build.lock"
+flock 9
+if have_all; then echo "$OUT"; exit 0; fi
+start=$(date +%s)
 
 build_kube() {
   # Work on a scratch copy so a build never rewrites the committed go.mod/go.sum.
@@ -28,9 +33,13 @@ build_kube() {
     go mod edit -replace="$m=$m@$STAGING"
   done
   local gd; gd=$(sed -n 's/^godebug default=\(.*\)$/\1/p' "$gomod"); [ -n "$gd" ] && go mod edit -godebug=default="$gd"
-  local b missing=()
-  for b in $BINS; do [ -x "$OUT/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b"); done
-  go get -tool $(printf '%s@'"$K8S"' ' "${missing[@]}") >&2
+  local b missing=() all=()
+  for b in $BINS; do
+    all+=("k8s.io/kubernetes/cmd/$b@$K8S")
+    [ -x "$OUT/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b")
+  done
+  # Record every tool, not only the missing ones, so the go.mod/go.sum kept below stay complete.
+  go get -tool "${all[@]}" >&2
   local minor; minor=$(echo "$K8S" | cut -d. -f2)
   local ldf="-s -w" pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -54,6 +63,6 @@ build_etcd() {
 [ -x "$OUT/etcd" ] || build_etcd
 have_all || build_kube
 "$OUT/kube-apiserver" --version >&2
-"$OUT/etcd" --version >&2 | head -1
+"$OUT/etcd" --version | head -1 >&2
 log "built in $(( $(date +%s) - start ))s into $OUT ($(du -sh "$OUT" | cut -f1))"
 echo "$OUT"

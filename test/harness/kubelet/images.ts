@@ -1,0 +1,50 @@
+// What the fake kubelet runs for each container image: there are no images, only local commands and host
+// directories bound where the image would hold its files. The image's command replaces the container's `command`
+// and the container's `args` are appended. An image that is not listed fails its Pod with a message naming the
+// known ones.
+import { join } from 'node:path';
+import { REPO_ROOT } from '../paths.js';
+
+export interface LocalImage {
+  command: string[];
+  /** The image's default user (USER in a Dockerfile); the Pod's runAsUser/runAsGroup override it. Default root. */
+  user?: { uid: number; gid: number };
+  /** The image's environment (ENV in a Dockerfile); the container's env overrides it. */
+  env?: Record<string, string>;
+  /** Host directories the image "contains", bound read-only at `target` like an image layer (volumes go on top). */
+  layers?: { source: string; target: string }[];
+}
+
+export type ImageMap = ReadonlyMap<string, LocalImage>;
+
+/** The user distroless "nonroot" images run as. */
+export const NONROOT = { uid: 65532, gid: 65532 } as const;
+
+export const RUNNER_IMAGE = 'ptah-runner:dev';
+
+/** Where the repository appears inside the runner image, as the application would in a real one. */
+const APP_DIR = '/opt/ptah-operator';
+const FIXTURES_DIR = '/opt/ptah-fixtures';
+
+/** Images every stack knows: the operator's runner, and small fixtures for the harness's own tests. */
+export function defaultImages(repoRoot = REPO_ROOT): ImageMap {
+  return new Map<string, LocalImage>([
+    [RUNNER_IMAGE, {
+      command: [process.execPath, '--import', `file://${APP_DIR}/node_modules/tsx/dist/loader.mjs`, `${APP_DIR}/src/runner/main.ts`],
+      user: NONROOT,
+      // tsx's cache lives in the temp dir, which a readOnlyRootFilesystem container cannot write (tsx then hangs).
+      env: { TSX_DISABLE_CACHE: '1' },
+      layers: [{ source: repoRoot, target: APP_DIR }],
+    }],
+    // `args` is the script: ["echo hi; sleep 1"].
+    ['ptah-fixture/sh:test', { command: ['/bin/sh', '-c'] }],
+    ['ptah-fixture/job-script:test', {
+      command: ['/bin/sh', `${FIXTURES_DIR}/job-script.sh`],
+      layers: [{ source: join(repoRoot, 'test/fixtures/kubelet'), target: FIXTURES_DIR }],
+    }],
+  ]);
+}
+
+export function describeImages(images: ImageMap): string {
+  return [...images.keys()].sort().join(', ');
+}

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# `npm test`: the whole suite through test/run.ts (one PostgreSQL, control plane and fake kubelet for the run).
+# Extra arguments go to the runner: tap flags and/or test files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec node_modules/.bin/tsx test/run.ts "$@"
