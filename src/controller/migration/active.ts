@@ -1,0 +1,245 @@
+// The claim in flight (the seed's reconcileActiveMigration): a claim whose Job does not exist yet goes through the
+// shared dispatch sequence; a Job found under the reserved name with no UID recorded is adopted once jobclaim.match
+// holds it to the claim; a dispatched claim is supervised on every pass (rebound by UID, its Lease renewed, its Job
+// held to the claim) and harvested when its Job is terminal. A mutating claim's missing Job is an unknown outcome
+// and is never created again.
+import type { V1Job } from '@kubernetes/client-node';
+import { API_VERSION, KINDS } from '../../shared/api/names.js';
+import type { ActiveOperation } from '../../shared/api/shapes.js';
+import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { migrationOperation } from '../../shared/lifecycle/operations.js';
+import type { PtahMigration, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
+import { ApprovalGoneError, approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
+import { artifactStillPinned, verificationPolicyStillBinds } from './artifact.js';
+import { retryMigrationReading } from './claim.js';
+import { endPass, type MigrationPass, type PassEnd } from './context.js';
+import { isJobTerminal } from './evidence.js';
+import { harvestMigrationApply, harvestMigrationHistory } from './harvest.js';
+import { claimInputsHold, claimPlan, holdMigrationJobToItsClaim, rebuildMigrationJob, validateAdoptedMigrationJobIntent } from './job.js';
+import { currentMigrationPlan } from './plan.js';
+import { retireMigrationClaim } from './retire.js';
+import { publishReport, writeClaimFields, type Report } from './status.js';
+import { finishUncertainMigrationApply } from './uncertain.js';
+
+/** How often a running Job is looked at: well inside the shortest Lease (a 30 s window + 120 s of grace). */
+const SUPERVISE_EVERY_MS = 5_000;
+/** A realm another claimant holds is looked at again this often: its release wakes nothing here. */
+const DISPATCH_POLL_MS = 5_000;
+
+const runningReport = (claim: ActiveOperation): Report => claim.type === 'Apply'
+  ? { phase: 'Applying', reason: 'Applying', message: `operation ${claim.id} is running in Job ${claim.jobName}` }
+  : { phase: 'Reading', reason: 'ReadingHistory', message: `reading the migration history in Job ${claim.jobName}` };
+
+export async function reconcileActiveMigration(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd> {
+  const operation = migrationOperation(claim.type);
+  if (!operation.known) {
+    // A type a newer operator wrote: not mutating and not read-only, so nothing here may act on it.
+    await publishReport(pass, { phase: 'Blocked', reason: 'UnknownOperation', message: `the claim in flight is a ${JSON.stringify(claim.type)} operation, which this manager does not know; a newer manager must finish it` });
+    return endPass('unknown operation type left alone', 60_000);
+  }
+  const mutating = operation.mutating;
+  if (mutating && mayHaveDispatched(claim)) {
+    const renewed = await acquireMigrationApplyLock(pass, claim);
+    if (renewed) return renewed;
+  }
+  if (!claim.jobUID) {
+    const found = await pass.readJob(claim.jobName);
+    if (found) return adoptMigrationJob(pass, claim, found);
+    if (mutating && claim.dispatchStarted === true) {
+      await finishUncertainMigrationApply(pass, { reason: 'JobMissing', message: `Job ${claim.jobName} may have been created (the dispatch marker is written) but does not exist; it is never created again` });
+      return endPass('dispatched Job missing: recorded unresolved');
+    }
+    const wait = claim.retryNotBefore ? Date.parse(claim.retryNotBefore) - pass.now().getTime() : 0;
+    if (wait > 0) return endPass('waiting to retry the reading', wait);
+    return dispatchMigrationClaim(pass, claim);
+  }
+  return superviseMigrationJob(pass, claim);
+}
+
+/** Lost Job, replaced Job, or a Job its claim does not recognise: Unknown for an Apply, a new attempt for a reading. */
+async function settleLostJob(pass: MigrationPass, claim: ActiveOperation, reason: string, message: string): Promise<PassEnd> {
+  if (migrationOperation(claim.type).mutating) {
+    await finishUncertainMigrationApply(pass, { reason, message });
+    return endPass(`${reason}: recorded unresolved`);
+  }
+  return retryMigrationReading(pass, message);
+}
+
+/** A Job found under the reserved name with no UID recorded: adopted once it is held to the claim. */
+async function adoptMigrationJob(pass: MigrationPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  const inputs = await claimInputsHold(pass, claim);
+  if (!inputs.hold) return settleLostJob(pass, claim, 'InputsChanged', `Job ${claim.jobName} cannot be confirmed: ${inputs.why}`);
+  const verdict = validateAdoptedMigrationJobIntent(pass, claim, job, inputs.plan);
+  if (!verdict.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${verdict.reason}`);
+  const mutating = migrationOperation(claim.type).mutating;
+  await writeClaimFields(pass, claim.id, { jobUID: job.metadata!.uid!, ...(mutating ? { dispatchStarted: true } : {}) });
+  pass.event('Normal', 'OperationAdopted', `Job ${claim.jobName} (${claim.type}) was adopted by UID`, 'Dispatch');
+  return endPass('Job adopted');
+}
+
+/**
+ * Every pass of a dispatched Apply takes its Lease again under the epoch the claim recorded (the seed's
+ * acquireMigrationApplyLock once dispatched; before that, the shared dispatch sequence's lease step takes it). An
+ * epoch that changed, or a realm someone else holds, is continuity loss: latched, and the run is then unreadable
+ * rather than retryable. Returns the end of the pass when it wrote.
+ */
+async function acquireMigrationApplyLock(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd | undefined> {
+  if (!claim.coordinationDigest || !claim.leaseDurationSeconds) return undefined;
+  const result = await pass.lock.acquire({
+    coordinationDigest: claim.coordinationDigest,
+    holder: { resourceUid: pass.uid, operationId: claim.id },
+    durationSeconds: claim.leaseDurationSeconds,
+    expectedEpoch: claim.leaseEpoch,
+  });
+  if (result.kind === 'acquired' && result.continuous) return undefined;
+  if (result.kind === 'acquired') {
+    // Hold the new epoch so the eventual release hands back what this resource holds now.
+    await writeClaimFields(pass, claim.id, { leaseEpoch: result.epoch, leaseContinuityLost: true });
+  } else if (claim.leaseContinuityLost) {
+    return undefined;
+  } else {
+    await writeClaimFields(pass, claim.id, { leaseContinuityLost: true });
+  }
+  pass.event('Warning', 'LeaseContinuityLost', `the realm Lease of operation ${claim.id} changed hands while its Job was dispatched; its result will not be trusted`);
+  return endPass('Lease continuity lost');
+}
+
+async function superviseMigrationJob(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd> {
+  const job = await pass.readJob(claim.jobName);
+  if (!job) return settleLostJob(pass, claim, 'JobMissing', `Job ${claim.jobName} (uid ${claim.jobUID}) no longer exists`);
+  if (job.metadata?.uid !== claim.jobUID) return settleLostJob(pass, claim, 'JobReplaced', `Job ${claim.jobName} is not the Job the claim recorded (uid ${claim.jobUID})`);
+  const held = await holdMigrationJobToItsClaim(pass, claim, job);
+  if (!held.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${held.why}`);
+  if (!isJobTerminal(job)) {
+    await publishReport(pass, runningReport(claim));
+    return endPass('Job running', SUPERVISE_EVERY_MS);
+  }
+  if (!held.inputsHold) {
+    // The claim cannot rebuild its Job any more: its result is not read. An Apply is Unknown; a reading is stale.
+    if (migrationOperation(claim.type).mutating) {
+      await finishUncertainMigrationApply(pass, { reason: 'InputsChanged', message: `the run's result is not read: ${held.why}`, job });
+      return endPass('Apply under moved inputs recorded unresolved');
+    }
+    await retireMigrationClaim(pass, {
+      disposition: 'discard',
+      why: 'InputsChanged',
+      job,
+      record: (status) => {
+        status.nextReconciliationTime = pass.nowIso();
+      },
+      report: { phase: 'Pending', reason: 'InputsChanged', message: `the reading in Job ${claim.jobName} is stale: ${held.why}` },
+    });
+    return endPass('stale reading discarded');
+  }
+  return claim.type === 'Apply' ? harvestMigrationApply(pass, claim, job, held.plan) : harvestMigrationHistory(pass, claim, job);
+}
+
+async function dispatchMigrationClaim(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd> {
+  const family = migrationDispatchFamily(pass, claim);
+  try {
+    const end = await dispatch(family, { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
+    return endPass(end.why, Math.min(end.requeueAfterMs, DISPATCH_POLL_MS));
+  } catch (e) {
+    if (e instanceof DispatchRefused) return endPass(e.message);
+    throw e;
+  }
+}
+
+/** The migration's side of the shared dispatch sequence. */
+function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): DispatchFamily {
+  const id = claim.id;
+  let plan: PtahMigrationPlan | undefined;
+  const current = (): ActiveOperation => {
+    const now = pass.claim;
+    if (!now || now.id !== id) throw new DispatchRefused(`the claim ${id} is no longer in flight`);
+    return now;
+  };
+  const owner = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: pass.namespace, name: pass.name, uid: pass.uid };
+  const discard = async (reason: string, message: string) => {
+    await retireMigrationClaim(pass, {
+      disposition: 'discard',
+      why: reason,
+      record: (status) => {
+        status.nextReconciliationTime = pass.nowIso();
+      },
+      report: { phase: 'Pending', reason, message },
+    });
+    pass.event('Warning', 'ClaimWithdrawn', `operation ${id} (${claim.type}) is withdrawn before dispatch: ${message}`, 'Dispatch');
+  };
+  return {
+    family: 'migration',
+    owner,
+    get claim() {
+      return current();
+    },
+    operation: migrationOperation(claim.type),
+    authorize: async () => {
+      const verdict = await authorizeMigrationClaim(pass, current());
+      if (verdict.ok && claim.type === 'Apply') plan = (await claimPlan(pass, current())) ?? plan;
+      return verdict;
+    },
+    retireUnauthorized: ({ reason, message }) => discard(reason, message),
+    stage: async () => true, // A migration plan carries no SQL: the Apply reads the files from its verified artifact.
+    buildJob: async (snapshot) => {
+      const now = current();
+      if (now.type === 'Apply') plan ??= await claimPlan(pass, now);
+      return rebuildMigrationJob(pass, { ...now, admissionSnapshot: snapshot }, plan);
+    },
+    consumeApproval: async () => {
+      try {
+        await consumeMigrationApproval(pass, current());
+      } catch (e) {
+        if (!(e instanceof ApprovalGoneError)) throw e;
+        await discard('ApprovalWithdrawn', e.message);
+        throw new DispatchRefused(e.message);
+      }
+    },
+    writeClaim: (fields) => writeClaimFields(pass, id, fields),
+    finishUncertain: (reason, message) => finishUncertainMigrationApply(pass, { reason, message }),
+    retryReadOnly: async (why) => {
+      await retryMigrationReading(pass, why);
+    },
+    announceStarted: (job) => {
+      pass.event('Normal', 'OperationStarted', `${claim.type} operation ${id} dispatched as Job ${job.metadata?.name} (uid ${job.metadata?.uid})`, 'Dispatch');
+    },
+  };
+}
+
+/**
+ * Step 1 of the dispatch sequence: everything the claim was decided from, re-read uncached. Any of it having moved
+ * discards the claim rather than narrowing it: the resource (deletion, suspension, a spec or binding change),
+ * the pinned artifact and verification policy, and for an Apply its plan, its window and its approval.
+ */
+async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperation): Promise<Authorization> {
+  pass.m = await pass.deps.client.get<PtahMigration>(pass.ref());
+  const refuse = (reason: string, message: string): Authorization => ({ ok: false, reason, message });
+  if (pass.claim?.id !== claim.id) throw new DispatchRefused(`the claim ${claim.id} is no longer in flight`);
+  if (pass.m.metadata.deletionTimestamp) return refuse('Deleting', 'the resource is being deleted');
+  if (pass.m.spec.suspend) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');
+  const inputs = await claimInputsHold(pass, claim);
+  if (!inputs.hold) return refuse('InputsChanged', inputs.why);
+  if (!claim.artifact) return refuse('ArtifactChanged', 'the claim pins no artifact');
+  const artifactMoved = await artifactStillPinned(pass, claim.artifact);
+  if (artifactMoved) return refuse('ArtifactChanged', artifactMoved);
+  const policyMoved = await verificationPolicyStillBinds(pass, claim.artifact);
+  if (policyMoved) return refuse('VerificationPolicyChanged', policyMoved);
+  if (claim.type !== 'Apply') return { ok: true };
+
+  if (pass.status.unresolvedRun) return refuse('UnresolvedRun', `operation ${pass.status.unresolvedRun.operationID} is unresolved`);
+  if (claim.dispatchNotAfter && pass.now().getTime() >= Date.parse(claim.dispatchNotAfter)) {
+    return refuse('DispatchWindowClosed', `the claim's dispatch window closed at ${claim.dispatchNotAfter}`);
+  }
+  const current = await currentMigrationPlan(pass);
+  if (!current.ok) return refuse('PlanChanged', current.why);
+  if (current.plan.metadata.uid !== claim.planRef?.uid) return refuse('PlanChanged', 'the current plan is not the plan the claim runs');
+  switch (pass.m.spec.policy.apply) {
+    case 'Always':
+      return { ok: true };
+    case 'OnApproval': {
+      const why = await approvalStillAuthorizes(pass, claim, current.plan);
+      return why ? refuse('ApprovalWithdrawn', why) : { ok: true };
+    }
+    default:
+      return refuse('ApplyDisabled', 'spec.policy.apply is Never');
+  }
+}

@@ -1,0 +1,95 @@
+// The execution binding: which executor image, runner protocol and controller-state version this resource's
+// plans, approvals and claims are bound to, named by an epoch. A change to any of them installs a new epoch, and
+// work authorized under the old one cannot finish under the new one. A migration leaves nothing behind: an
+// undispatched claim goes in the write that installs the epoch, and a dispatched Apply is recorded unresolved
+// first, so the epoch moves on the next pass once no claim is in flight.
+import { randomBytes } from 'node:crypto';
+import type { ExecutionBinding } from '../../shared/api/shapes.js';
+import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
+import { migrationOperation } from '../../shared/lifecycle/operations.js';
+import { endPass, type MigrationPass, type PassEnd } from './context.js';
+import { retireMigrationClaim } from './retire.js';
+import { finishUncertainMigrationApply } from './uncertain.js';
+import { writeMigrationStatus } from './status.js';
+
+const newEpoch = (): string => `v1-${randomBytes(16).toString('hex')}`;
+
+/** The binding this manager would install, under `epoch`. */
+function bindingOf(pass: MigrationPass, epoch: string): ExecutionBinding {
+  const m = pass.deps.manager;
+  return {
+    epoch,
+    controllerStateVersion: m.controllerStateVersion,
+    executorImage: m.executorImage,
+    runnerImage: m.runnerImage,
+    runnerProtocolVersion: m.runnerProtocolVersion,
+    controllerImage: m.controllerImage,
+    controllerRevision: m.controllerRevision,
+  };
+}
+
+/** Whether a bound component (controller-state version, executor image, runner protocol) differs from this manager's. */
+function boundComponentsMoved(pass: MigrationPass, binding: ExecutionBinding): boolean {
+  const m = pass.deps.manager;
+  return binding.controllerStateVersion !== m.controllerStateVersion || binding.executorImage !== m.executorImage ||
+    binding.runnerProtocolVersion !== m.runnerProtocolVersion;
+}
+
+/** Whether only what the binding records (manager images and revision) differs. */
+function recordedComponentsMoved(pass: MigrationPass, binding: ExecutionBinding): boolean {
+  const m = pass.deps.manager;
+  return binding.runnerImage !== m.runnerImage || binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision;
+}
+
+/**
+ * Keeps status.executionBinding the binding in force. Returns the end of the pass when it wrote; undefined when
+ * the binding in force is this manager's.
+ */
+export async function reconcileMigrationExecutionBinding(pass: MigrationPass): Promise<PassEnd | undefined> {
+  const current = pass.status.executionBinding;
+  if (!current) {
+    await writeMigrationStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, newEpoch()) });
+    return endPass('execution binding installed');
+  }
+  if (!boundComponentsMoved(pass, current)) {
+    if (!recordedComponentsMoved(pass, current)) return undefined;
+    // A release that keeps the binding and changes only the manager's identity adopts every run in flight.
+    await writeMigrationStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, current.epoch) });
+    return endPass('execution binding record updated');
+  }
+  const claim = pass.claim;
+  if (claim && migrationOperation(claim.type).mutating && mayHaveDispatched(claim)) {
+    return applyUncertainUnderBindingChange(pass);
+  }
+  const epoch = newEpoch();
+  const message = `the execution binding moved (executor ${current.executorImage} → ${pass.deps.manager.executorImage}, ` +
+    `protocol ${current.runnerProtocolVersion} → ${pass.deps.manager.runnerProtocolVersion}, state ${current.controllerStateVersion} → ` +
+    `${pass.deps.manager.controllerStateVersion}); plans and approvals of epoch ${current.epoch} no longer authorize anything`;
+  pass.event('Warning', 'ExecutionBindingChanged', message, 'RotateExecutionBinding');
+  // The plan was computed under the old epoch and the reading is read again under the new one.
+  const rotate = { executionBinding: bindingOf(pass, epoch), plan: undefined, nextReconciliationTime: pass.nowIso() };
+  if (claim) {
+    // An undispatched claim (or a read-only one, which holds nothing) goes in the write that installs the epoch.
+    await retireMigrationClaim(pass, {
+      disposition: 'discard',
+      why: 'ExecutionBindingChanged',
+      record: (status) => Object.assign(status, rotate),
+      report: { phase: 'Pending', reason: 'ExecutionBindingChanged', message },
+    });
+  } else {
+    await writeMigrationStatus(pass, { ...pass.status, ...rotate }, { phase: 'Pending', reason: 'ExecutionBindingChanged', message });
+  }
+  return endPass('execution binding rotated');
+}
+
+/**
+ * A dispatched Apply cannot finish under a new epoch: its run is recorded unresolved (Unknown) first, and the
+ * epoch moves on the next pass, once no claim is in flight.
+ */
+export async function applyUncertainUnderBindingChange(pass: MigrationPass): Promise<PassEnd> {
+  await finishUncertainMigrationApply(pass, {
+    reason: 'ExecutionBindingChanged',
+    message: 'the execution binding changed while this Apply was dispatched; its Job cannot be confirmed under the new binding',
+  });
+  return endPass('dispatched Apply recorded unresolved before the binding moves');
+}

@@ -1,0 +1,241 @@
+// Reading what a terminal Job did and retiring its claim with the record it leaves. An Apply's account is the
+// run report its frame carries (or its termination summary), never the Job's exit: Applied, Failed and UpToDate
+// are accounted for and followed by a History reading; Partial, Unknown and anything unreadable become an
+// unresolved run. A History reading becomes status.history, may settle an unresolved run, and publishes the plan.
+import type { V1Job } from '@kubernetes/client-node';
+import type { LastRunOutcome, MigrationHistoryStatus, PtahMigrationPlan, PtahMigrationStatus } from '../../shared/api/migration-kinds.js';
+import { parseDuration } from '../../shared/api/duration.js';
+import type { ActiveOperation } from '../../shared/api/shapes.js';
+import type { MigrationHistory, MigrationRunOutcome } from '../../shared/executor-report.js';
+import { FrameError, parseResultFor, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
+import type { RunnerOperation } from '../../shared/runner-env.js';
+import { retryMigrationReading } from './claim.js';
+import { endPass, type MigrationPass, type PassEnd } from './context.js';
+import { awaitFrameArrival, collectTerminalPodEvidence, readRunnerLog, terminationSummaryStandIn } from './evidence.js';
+import { currentVersionOf, migrationPlanFor, publishMigrationPlan, PlanError } from './plan.js';
+import { retireMigrationClaim } from './retire.js';
+import type { Report } from './status.js';
+import { dispatchedBy, finishUncertainMigrationApply } from './uncertain.js';
+import { migrationUnresolvedRunSettledBy, unresolvedMessage } from './unresolved.js';
+
+const MAX_MESSAGE = 1024;
+
+type ResultRead<O extends RunnerOperation> =
+  | { kind: 'frame'; result: RunnerResult<O> }
+  | { kind: 'summary'; summary: RunnerSummary }
+  | { kind: 'none'; why: string }
+  | { kind: 'wait'; ms: number; why: string };
+
+/** The operation's result, from the one Pod the envelope accepts; or why there is none; or how long to wait for it. */
+async function readOperationResult<O extends RunnerOperation>(pass: MigrationPass, claim: ActiveOperation, job: V1Job, operation: O): Promise<ResultRead<O>> {
+  const evidence = await collectTerminalPodEvidence(pass, claim, job);
+  if (evidence.kind === 'wait') return { kind: 'wait', ms: 2_000, why: evidence.why };
+  if (evidence.kind === 'none') return { kind: 'none', why: evidence.why };
+  const log = await readRunnerLog(pass, claim, evidence.pod);
+  if (log.kind === 'retry') return { kind: 'wait', ms: 5_000, why: `the result could not be read yet: ${log.why}` };
+  const text = log.kind === 'log' ? log.text : undefined;
+  let why = 'the Pod\'s log is gone';
+  if (text !== undefined) {
+    try {
+      return { kind: 'frame', result: parseResultFor(text, operation, claim.id) };
+    } catch (e) {
+      if (!(e instanceof FrameError)) throw e;
+      const wait = awaitFrameArrival(pass, job, e);
+      if (wait !== undefined) return { kind: 'wait', ms: wait, why: 'the result frame may still arrive' };
+      why = e.foreignProtocolVersion !== undefined ? `the runner speaks protocol ${e.foreignProtocolVersion}, not this manager's` : `no result frame: ${e.message}`;
+    }
+  }
+  const summary = terminationSummaryStandIn(pass, claim, evidence.terminated, text);
+  return summary ? { kind: 'summary', summary } : { kind: 'none', why };
+}
+
+/** What an Apply run says it did, from its frame or its summary. */
+interface RunAccount {
+  mutationStarted: boolean;
+  uncertain: boolean;
+  outcome?: MigrationRunOutcome;
+  appliedVersions: string[];
+  coordinationDigest?: string;
+  targetIdentityDigest?: string;
+  error?: string;
+}
+
+function accountOfFrame(result: RunnerResult<'migration-apply'>): RunAccount {
+  return {
+    mutationStarted: result.mutationStarted === true,
+    uncertain: result.uncertain === true,
+    outcome: result.migrationRun?.outcome,
+    appliedVersions: result.migrationRun?.applied.map((file) => file.version) ?? [],
+    coordinationDigest: result.coordinationDigest,
+    targetIdentityDigest: result.targetIdentityDigest,
+    error: result.error && `${result.error.code}: ${result.error.message}`,
+  };
+}
+
+/** A summary names only the count and the first and last version: the plan's prefix, when it agrees with them. */
+function accountOfSummary(summary: RunnerSummary, plan: PtahMigrationPlan | undefined): RunAccount {
+  const run = summary.migration;
+  const count = run?.appliedCount ?? 0;
+  const prefix = plan?.spec.migrations.slice(0, count).map((m) => m.version) ?? [];
+  const agrees = prefix.length === count && (count === 0 || (prefix[0] === run?.firstApplied && prefix[count - 1] === run?.lastApplied));
+  return {
+    mutationStarted: summary.mutationStarted === true,
+    uncertain: summary.uncertain === true,
+    outcome: run?.outcome,
+    appliedVersions: agrees ? prefix : [],
+    coordinationDigest: summary.coordinationDigest,
+    targetIdentityDigest: summary.targetIdentityDigest,
+    error: summary.errorCode && `${summary.errorCode} (from the runner's termination summary)`,
+  };
+}
+
+/** Accounted outcomes; undefined when the run is one nobody can account for. */
+function accountedOutcome(account: RunAccount): Exclude<LastRunOutcome, 'Partial' | 'Unknown'> | undefined {
+  if (account.uncertain) return undefined;
+  if (!account.mutationStarted) return account.outcome === 'up-to-date' ? 'UpToDate' : 'Failed';
+  return account.outcome === 'applied' ? 'Applied' : undefined;
+}
+
+/** Harvests a terminal Apply Job whose claim's inputs still hold. */
+export async function harvestMigrationApply(pass: MigrationPass, claim: ActiveOperation, job: V1Job, plan: PtahMigrationPlan | undefined): Promise<PassEnd> {
+  const read = await readOperationResult(pass, claim, job, 'migration-apply');
+  if (read.kind === 'wait') return endPass(read.why, read.ms);
+  if (read.kind === 'none') {
+    await finishUncertainMigrationApply(pass, { reason: 'NoResult', message: read.why, job });
+    return endPass('Apply without a result recorded unresolved');
+  }
+  const account = read.kind === 'frame' ? accountOfFrame(read.result) : accountOfSummary(read.summary, plan);
+  const uncertain = (reason: string, message: string, outcome: 'Partial' | 'Unknown' = 'Unknown') =>
+    finishUncertainMigrationApply(pass, { reason, message, outcome, job, reportedTargetIdentityDigest: account.targetIdentityDigest, appliedVersions: account.appliedVersions });
+
+  if (claim.leaseContinuityLost) {
+    await uncertain('LeaseContinuityLost', 'the realm Lease changed hands while the run was dispatched, so its result cannot be trusted');
+    return endPass('Apply under a lost Lease recorded unresolved');
+  }
+  if ((account.targetIdentityDigest && account.targetIdentityDigest !== claim.targetIdentityDigest) ||
+      (account.coordinationDigest && account.coordinationDigest !== claim.coordinationDigest)) {
+    await uncertain('TargetMismatch', 'the run reports another database than the one its plan was computed for');
+    return endPass('Apply on another database recorded unresolved');
+  }
+  const outcome = accountedOutcome(account);
+  if (!outcome) {
+    await uncertain(account.outcome === 'partial' ? 'ApplyPartial' : 'ApplyOutcomeUnknown', account.error ?? 'the run could not establish what it changed', account.outcome === 'partial' ? 'Partial' : 'Unknown');
+    return endPass('Apply recorded unresolved');
+  }
+  const finishedAt = pass.nowIso();
+  const message = outcome === 'Failed' ? (account.error ?? 'the run changed nothing') : `${outcome}: ${account.appliedVersions.length} migration(s) applied`;
+  const report: Report = outcome === 'Failed'
+    ? { phase: 'Failed', reason: 'ApplyFailed', message: `operation ${claim.id} changed nothing: ${message}` }
+    : { phase: 'VerifyingHistory', reason: 'VerifyingHistory', message: `operation ${claim.id} ${outcome === 'Applied' ? `applied ${account.appliedVersions.join(', ')}` : 'found nothing to apply'}; reading the history back` };
+  await retireMigrationClaim(pass, {
+    disposition: 'accounted',
+    why: outcome,
+    job,
+    record: (status) => {
+      status.lastRun = {
+        outcome,
+        operationID: claim.id,
+        jobName: claim.jobName,
+        ...(claim.jobUID ? { jobUID: claim.jobUID } : {}),
+        startedAt: claim.startedAt,
+        finishedAt,
+        appliedVersions: account.appliedVersions,
+        message: message.slice(0, MAX_MESSAGE),
+        ...dispatchedBy(job),
+      };
+      // The plan is spent; a History reading confirms what the run reported (VerifyingHistory).
+      status.plan = undefined;
+      status.nextReconciliationTime = finishedAt;
+    },
+    report,
+  });
+  pass.event(outcome === 'Failed' ? 'Warning' : 'Normal', 'MigrationRunFinished', `operation ${claim.id} (Job ${claim.jobName}) ended ${outcome}: ${message}`);
+  return endPass(`Apply ${outcome}`);
+}
+
+/** Why a history cannot be continued by this artifact, if it cannot. */
+function historyBlock(history: MigrationHistory): { reason: string; message: string } | undefined {
+  const list = (versions: string[]) => versions.slice(0, 10).join(', ') + (versions.length > 10 ? ', …' : '');
+  if (history.dirty.length > 0) return { reason: 'HistoryDirty', message: `migration ${list(history.dirty)} started without finishing; repair the database and its history by hand` };
+  if (history.modified.length > 0) return { reason: 'HistoryModified', message: `applied migration ${list(history.modified)} no longer has the checksum it was applied with; restore the original file` };
+  if (history.missing.length > 0) return { reason: 'HistoryAhead', message: `applied migration ${list(history.missing)} is not in the artifact; the database is ahead of it` };
+  if (history.outOfOrder.length > 0) return { reason: 'HistoryOutOfOrder', message: `pending migration ${list(history.outOfOrder)} sorts before the highest applied version` };
+  return undefined;
+}
+
+function historyStatusOf(history: MigrationHistory, targetIdentityDigest: string, observedAt: string): MigrationHistoryStatus {
+  return {
+    observedAt,
+    currentVersion: currentVersionOf(history),
+    appliedCount: history.applied.length,
+    pendingCount: history.pending.length,
+    fingerprint: history.fingerprint,
+    targetIdentityDigest,
+    dirty: history.dirty.length > 0,
+    modifiedVersions: history.modified.slice(0, 256),
+    outOfOrderVersions: history.outOfOrder.slice(0, 256),
+  };
+}
+
+/** Harvests a terminal History Job whose claim's inputs still hold. */
+export async function harvestMigrationHistory(pass: MigrationPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  const read = await readOperationResult(pass, claim, job, 'migration-history');
+  if (read.kind === 'wait') return endPass(read.why, read.ms);
+  if (read.kind !== 'frame') return retryMigrationReading(pass, read.kind === 'none' ? read.why : 'the reading left no frame');
+  const { result } = read;
+  if (result.error || !result.migrationHistory || !result.targetIdentityDigest) {
+    const why = result.error ? `${result.error.code}: ${result.error.message}` : 'the frame carries no history';
+    pass.event('Warning', 'HistoryReadFailed', `History attempt ${claim.attempt} failed: ${why}`);
+    return retryMigrationReading(pass, `the history could not be read: ${why}`);
+  }
+  if (result.coordinationDigest !== pass.realm()) return retryMigrationReading(pass, 'the reading reports another realm than this resource\'s');
+
+  const history = result.migrationHistory;
+  const observedAt = pass.nowIso();
+  const reading = { targetIdentityDigest: result.targetIdentityDigest, history };
+  const historyStatus = historyStatusOf(history, result.targetIdentityDigest, observedAt);
+  const unresolved = pass.status.unresolvedRun;
+  const settles = unresolved !== undefined && migrationUnresolvedRunSettledBy(unresolved, reading);
+  const block = historyBlock(history);
+
+  let planRef: PtahMigrationStatus['plan'];
+  let report: Report;
+  if (unresolved && !settles) {
+    report = { phase: 'Blocked', reason: 'ApplyOutcomeUnknown', message: unresolvedMessage(unresolved) };
+  } else if (block) {
+    report = { phase: 'Blocked', ...block };
+  } else if (history.pending.length === 0) {
+    report = { phase: 'InSync', reason: 'HistoryMatched', message: `every migration of the artifact is applied (current version ${historyStatus.currentVersion || 'none'})` };
+  } else {
+    try {
+      const plan = migrationPlanFor(pass, historyStatus, history.pending)!;
+      planRef = await publishMigrationPlan(pass, plan);
+      report = { phase: 'Planning', reason: 'PlanPublished', message: `plan ${planRef.name} applies ${history.pending.map((p) => p.version).join(', ')}` };
+      if (pass.status.plan?.uid !== planRef.uid) pass.event('Normal', 'PlanPublished', report.message);
+    } catch (e) {
+      if (!(e instanceof PlanError)) throw e;
+      report = { phase: 'Blocked', reason: 'PlanRefused', message: e.message };
+    }
+  }
+  await retireMigrationClaim(pass, {
+    disposition: 'accounted',
+    why: 'HistoryRead',
+    job,
+    record: (status) => {
+      status.history = historyStatus;
+      // The reading reflects this generation's spec: the claim's inputs, generation included, held to its end.
+      status.observedGeneration = pass.generation;
+      status.plan = planRef;
+      status.nextReconciliationTime = new Date(Date.parse(observedAt) + parseDuration(pass.m.spec.interval)).toISOString();
+      if (settles) {
+        status.unresolvedRun = undefined;
+        status.resolvedRun = { operationID: unresolved!.operationID, outcome: unresolved!.outcome, resolution: 'ResolvedByHistoryRead', resolvedAt: observedAt };
+      }
+    },
+    report,
+  });
+  if (settles) {
+    pass.event('Normal', 'UnresolvedRunResolved', `a History reading of the same database finds nothing pending; unresolved operation ${unresolved!.operationID} is settled`);
+  }
+  return endPass('history read');
+}

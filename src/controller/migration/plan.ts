@@ -1,0 +1,126 @@
+// The PtahMigrationPlan: the versions and checksums one Apply may run (never SQL: the SQL stays in the verified
+// artifact), bound to the reading it was computed from, the artifact, the verification policy, the realm, the
+// database the reading reached and the execution binding. Its name comes from its fingerprint, so publishing the
+// same plan twice finds the first one, and any moved binding publishes a new plan with a new name.
+import type { MigrationHistory } from '../../shared/executor-report.js';
+import { MAX_PLANNED_MIGRATIONS, type MigrationHistoryStatus, type PtahMigrationPlan, type PtahMigrationPlanSpec } from '../../shared/api/migration-kinds.js';
+import { API_VERSION, KINDS, LABELS } from '../../shared/api/names.js';
+import type { ObjectRef } from '../../shared/api/shapes.js';
+import { canonicalJson, digest } from '../../shared/canonical.js';
+import { isAlreadyExists } from '../../shared/kube-client.js';
+import type { MigrationPass } from './context.js';
+
+const NAME_PREFIX = 'ptah-mplan-';
+
+/** Digest of the policy a plan is bound to: whether and how it may run. */
+export function migrationPolicyFingerprint(pass: MigrationPass): string {
+  const { apply, lockTimeout } = pass.m.spec.policy;
+  return digest({ version: 1, apply, lockTimeout });
+}
+
+/** The highest applied version, or "" when nothing is applied. */
+export function currentVersionOf(history: MigrationHistory): string {
+  let highest: bigint | undefined;
+  let spelled = '';
+  for (const row of history.applied) {
+    const value = BigInt(row.version);
+    if (highest === undefined || value > highest) {
+      highest = value;
+      spelled = row.version;
+    }
+  }
+  return spelled;
+}
+
+type PlanBody = Omit<PtahMigrationPlanSpec, 'fingerprint' | 'createdAt'>;
+
+function fingerprintOf(body: PlanBody): string {
+  return digest({ version: 1, ...body });
+}
+
+export function planNameFor(fingerprint: string): string {
+  return `${NAME_PREFIX}${fingerprint.slice('sha256:'.length, 'sha256:'.length + 24)}`;
+}
+
+/** What a plan computed now would bind: the pin and binding in the status, and the reading (by default the status's). */
+function bindingsNow(pass: MigrationPass, history = pass.status.history): Omit<PlanBody, 'migrations'> | undefined {
+  const { artifact, executionBinding } = pass.status;
+  if (!artifact || !history || !executionBinding) return undefined;
+  return {
+    migrationRef: { name: pass.name, uid: pass.uid },
+    historyFingerprint: history.fingerprint,
+    currentVersion: history.currentVersion,
+    artifactDigest: artifact.digest,
+    coordinationDigest: pass.realm(),
+    targetIdentityDigest: history.targetIdentityDigest,
+    policyFingerprint: migrationPolicyFingerprint(pass),
+    verificationPolicyUID: artifact.verificationPolicyUID,
+    verificationPolicyDigest: artifact.verificationPolicyDigest,
+    executionBindingID: executionBinding.epoch,
+  };
+}
+
+export class PlanError extends Error {
+  override name = 'PlanError';
+}
+
+/**
+ * The plan for a reading (its history status and the pending files it reported); undefined when nothing is
+ * pending. Called in the pass that harvested the reading, the only time the pending files are known.
+ */
+export function migrationPlanFor(pass: MigrationPass, history: MigrationHistoryStatus, pending: MigrationHistory['pending']): PtahMigrationPlan | undefined {
+  if (pending.length === 0) return undefined;
+  if (pending.length > MAX_PLANNED_MIGRATIONS) throw new PlanError(`${pending.length} migrations are pending; one plan carries at most ${MAX_PLANNED_MIGRATIONS}`);
+  const bindings = bindingsNow(pass, history);
+  if (!bindings) throw new PlanError('a plan needs a pinned artifact, a reading and an execution binding');
+  const body: PlanBody = { ...bindings, migrations: pending.map(({ version, name, checksum }) => ({ version, name, checksum })) };
+  const fingerprint = fingerprintOf(body);
+  return {
+    apiVersion: API_VERSION,
+    kind: KINDS.PtahMigrationPlan.kind,
+    metadata: {
+      name: planNameFor(fingerprint),
+      namespace: pass.namespace,
+      labels: { [LABELS.migration]: pass.name },
+      ownerReferences: [{ apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, name: pass.name, uid: pass.uid, controller: true, blockOwnerDeletion: true }],
+    },
+    spec: { ...body, fingerprint, createdAt: pass.nowIso() },
+  };
+}
+
+/** Creates the plan, or finds the one already published under its name; either way returns it by name and UID. */
+export async function publishMigrationPlan(pass: MigrationPass, plan: PtahMigrationPlan): Promise<ObjectRef> {
+  let stored: PtahMigrationPlan;
+  try {
+    stored = await pass.deps.client.create(plan);
+  } catch (e) {
+    if (!isAlreadyExists(e)) throw e;
+    stored = await pass.deps.client.get<PtahMigrationPlan>({ apiVersion: API_VERSION, kind: KINDS.PtahMigrationPlan.kind, namespace: pass.namespace, name: plan.metadata.name! });
+    if (stored.spec.fingerprint !== plan.spec.fingerprint || stored.spec.migrationRef.uid !== pass.uid) {
+      throw new PlanError(`a PtahMigrationPlan named ${plan.metadata.name} exists but is not this plan`);
+    }
+  }
+  return { name: stored.metadata.name!, uid: stored.metadata.uid! };
+}
+
+export type CurrentPlan = { ok: true; plan: PtahMigrationPlan } | { ok: false; why: string };
+
+/**
+ * The plan status.plan names, read uncached and held to every binding it was computed under, as the status now
+ * stands. Any binding having moved discards the plan (a re-read, never a cached comparison).
+ */
+export async function currentMigrationPlan(pass: MigrationPass): Promise<CurrentPlan> {
+  const ref = pass.status.plan;
+  if (!ref) return { ok: false, why: 'no plan is published' };
+  const plan = await pass.deps.client.tryGet<PtahMigrationPlan>({ apiVersion: API_VERSION, kind: KINDS.PtahMigrationPlan.kind, namespace: pass.namespace, name: ref.name });
+  if (!plan) return { ok: false, why: `plan ${ref.name} no longer exists` };
+  if (plan.metadata.uid !== ref.uid) return { ok: false, why: `plan ${ref.name} was replaced` };
+  const { fingerprint, createdAt: _createdAt, migrations, ...bound } = plan.spec;
+  if (fingerprintOf({ ...bound, migrations }) !== fingerprint) return { ok: false, why: `plan ${ref.name} does not hash to its fingerprint` };
+  const now = bindingsNow(pass);
+  if (!now) return { ok: false, why: 'the status holds no reading, pin or execution binding to hold the plan to' };
+  for (const [key, value] of Object.entries(now) as [keyof typeof now, unknown][]) {
+    if (canonicalJson(bound[key]) !== canonicalJson(value)) return { ok: false, why: `plan ${ref.name} was computed for another ${key}` };
+  }
+  return { ok: true, plan };
+}

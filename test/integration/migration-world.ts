@@ -1,0 +1,303 @@
+// The world a PtahMigration integration test runs in: the project's CRDs, RBAC and status policy on the shared
+// control plane; a fresh namespace with the manager's admission service registered for it; the migration
+// controller itself, run by the controller manager (leader election and all) on the manager's credentials; a fresh
+// PostgreSQL database; and a record of every Job ever created in the namespace. Jobs run the real runner and
+// executor through the fake kubelet.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Test } from 'tap';
+import { ApiextensionsV1Api, RbacAuthorizationV1Api, type V1ConfigMap, type V1Job, type V1Secret } from '@kubernetes/client-node';
+import pg from 'pg';
+import { pino, type Logger } from 'pino';
+import { parseAllDocuments } from 'yaml';
+import { migrationControllerRegistration } from '../../src/controller/migration/register.js';
+import { startController, type ManagerHandle } from '../../src/controller/manager.js';
+import { Informer } from '../../src/controller/informer.js';
+import type { DispatchOrder } from '../../src/shared/lifecycle/dispatch.js';
+import type { PtahMigration, PtahMigrationApproval, PtahMigrationPlan, PtahMigrationRunAcknowledgment } from '../../src/shared/api/migration-kinds.js';
+import { API_VERSION, GROUP, INSTALL, KINDS } from '../../src/shared/api/names.js';
+import type { ApplyPolicy } from '../../src/shared/api/shapes.js';
+import { restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
+import { sharedCluster, testNamespace } from '../harness/cluster.js';
+import { buildOrLocateBinaries } from '../harness/controlplane.js';
+import { RUNNER_IMAGE } from '../harness/kubelet/images.js';
+import { applyManifestFile } from '../harness/manifests.js';
+import { REPO_ROOT } from '../harness/paths.js';
+import { createTestDatabase, sharedPostgresUrl, type TestDatabase } from '../harness/postgres.js';
+import { waitFor } from '../harness/wait.js';
+import { startManagerService } from './manager-service.js';
+
+const cluster = sharedCluster();
+const FIELD_MANAGER = 'ptah-migration-test';
+export const SAMPLE = 'examples/ptahmigration-orders.yaml';
+/** The manager release the controller believes it is; its runner image is the one the fake kubelet runs. */
+export const MANAGER = { controllerImage: 'localhost/ptah-operator:test', controllerRevision: 'migration-test', runnerImage: RUNNER_IMAGE };
+/** Long enough for a History reading, an Apply and the reading after it on a busy two-core machine. */
+export const WAIT_MS = 120_000;
+
+export interface HistoryRow {
+  version: string;
+  operationId: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+}
+
+export interface MigrationWorld {
+  ns: string;
+  admin: KubeClient;
+  approver: KubeClient;
+  /** Every Job ever created in the namespace, by UID, as first seen. */
+  jobsSeen: Map<string, V1Job>;
+  database(prefix: string): Promise<TestDatabase>;
+  history(db: TestDatabase): Promise<HistoryRow[]>;
+  sql<R extends pg.QueryResultRow>(db: TestDatabase, text: string, values?: unknown[]): Promise<R[]>;
+  ref(kind: keyof typeof KINDS, name: string): ResourceRef;
+  get(name: string): Promise<PtahMigration>;
+  /** Polls the PtahMigration until `ready` returns something; fails naming `what` and the last status. */
+  waitFor<T>(name: string, what: string, ready: (m: PtahMigration) => T | undefined, timeoutMs?: number): Promise<T>;
+  /** The sample's verification policy and target Secret; returns the Secret's name. */
+  installSample(db: TestDatabase, secretName?: string): Promise<string>;
+  /** The sample's artifact ConfigMap (orders-migrations-r1), exactly as the sample ships it. */
+  sampleArtifact(): Promise<V1ConfigMap>;
+  /** An immutable artifact ConfigMap meeting the sample policy, holding `files`. */
+  artifact(name: string, files: Record<string, string>): Promise<V1ConfigMap>;
+  /** A PtahMigration built on the sample's, with the given name, artifact, Secret, policy and realm. */
+  createMigration(options: CreateMigration): Promise<PtahMigration>;
+  /** Approves the migration's current plan as the approver identity. */
+  approve(name: string): Promise<PtahMigrationApproval>;
+  approvalFor(name: string, plan: { name: string; uid: string; fingerprint: string }): Promise<PtahMigrationApproval>;
+  acknowledge(name: string, operationID: string): Promise<PtahMigrationRunAcknowledgment>;
+  plan(name: string): Promise<PtahMigrationPlan>;
+  /** Starts (again) the controller manager running the migration controller; the previous one must be stopped. */
+  startController(order?: DispatchOrder): Promise<void>;
+  stopController(): Promise<void>;
+}
+
+export interface CreateMigration {
+  name: string;
+  artifact: string;
+  secret: string;
+  apply: ApplyPolicy;
+  coordinationKey?: string;
+  /** Shorter windows need a lock timeout that fits in them (the CRD refuses one that does not). */
+  activeDeadlineSeconds?: number;
+  lockTimeout?: string;
+}
+
+let installed: Promise<void> | undefined;
+
+/**
+ * CRDs (waited until Established), the manager's RBAC and the status-write policy, once per test process. The CRDs
+ * go through kubectl: client-node's typed serializer drops `default`, `enum` and `x-kubernetes-validations` from a
+ * plain schema, and the controller depends on the defaults the API server fills in.
+ */
+function installOperator(): Promise<void> {
+  installed ??= (async () => {
+    const kc = cluster.kubeConfig('admin');
+    const kubectl = join(process.env.PTAH_CONTROLPLANE_BIN ?? (await buildOrLocateBinaries()), 'kubectl');
+    await promisify(execFile)(kubectl, ['--kubeconfig', cluster.state.kubeconfigs.admin, 'apply', '--server-side', '--force-conflicts',
+      '--field-manager', FIELD_MANAGER, '-f', join(REPO_ROOT, 'manifests/crds')], { timeout: 120_000 });
+    const files = (await readdir(join(REPO_ROOT, 'manifests/crds'))).filter((f) => f.endsWith('.yaml'));
+    const names = files.map((f) => `${f.replace(/\.yaml$/, '')}.${GROUP}`);
+    await applyManifestFile(kc, 'manifests/rbac.yaml');
+    await applyManifestFile(kc, 'manifests/status-write-policy.yaml');
+    const api = kc.makeApiClient(ApiextensionsV1Api);
+    for (const name of names) {
+      await waitFor(async () => {
+        const crd = await api.readCustomResourceDefinition({ name });
+        return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+      }, { what: `CRD ${name} to be Established`, timeoutMs: 30_000 });
+    }
+  })();
+  return installed;
+}
+
+async function sampleObjects(): Promise<KubeObject[]> {
+  return parseAllDocuments(await readFile(join(REPO_ROOT, SAMPLE), 'utf8')).map((doc) => doc.toJS() as KubeObject).filter(Boolean);
+}
+
+function sampleOf<T extends KubeObject>(objects: KubeObject[], kind: string, name?: string): T {
+  const found = objects.find((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
+  if (!found) throw new Error(`${SAMPLE} holds no ${kind}${name ? ` ${name}` : ''}`);
+  return structuredClone(found) as T;
+}
+
+function logger(): Logger {
+  const file = process.env.PTAH_MIGRATION_TEST_LOG;
+  return file ? pino({ level: 'debug' }, pino.destination({ dest: file, append: true, sync: true })) : pino({ level: 'silent' });
+}
+
+export async function migrationWorld(t: Test): Promise<MigrationWorld> {
+  await installOperator();
+  const as = (identity: 'admin' | 'manager' | 'approver') => restClient(cluster.kubeConfig(identity), { fieldManager: FIELD_MANAGER });
+  const [admin, managerClient, approver] = await Promise.all([as('admin'), as('manager'), as('approver')]);
+  const ns = await testNamespace(t);
+  await cluster.kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+    namespace: ns,
+    body: {
+      metadata: { name: 'approvers' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: INSTALL.approverRole },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'ptah-approvers' }],
+    },
+  });
+  const log = logger().child({ test: t.name, ns });
+  const service = await startManagerService({ namespace: ns });
+  const samples = await sampleObjects();
+  const databases: TestDatabase[] = [];
+
+  const jobsSeen = new Map<string, V1Job>();
+  const jobs = new Informer<V1Job>({ kubeConfig: cluster.kubeConfig('admin'), apiVersion: 'batch/v1', kind: 'Job', namespace: ns, logger: log });
+  jobs.on('add', (job) => {
+    if (job.metadata?.uid && !jobsSeen.has(job.metadata.uid)) jobsSeen.set(job.metadata.uid, job);
+  });
+  jobs.start();
+  await jobs.waitForSync();
+
+  let handle: ManagerHandle | undefined;
+  const ref = (kind: keyof typeof KINDS, name: string): ResourceRef => ({ apiVersion: API_VERSION, kind: KINDS[kind].kind, namespace: ns, name });
+  const get = (name: string) => admin.get<PtahMigration>(ref('PtahMigration', name));
+
+  const world: MigrationWorld = {
+    ns,
+    admin,
+    approver,
+    jobsSeen,
+    async database(prefix) {
+      const db = await createTestDatabase(sharedPostgresUrl(), prefix);
+      databases.push(db);
+      return db;
+    },
+    async sql(db, text, values) {
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        return (await client.query(text, values)).rows;
+      } finally {
+        await client.end();
+      }
+    },
+    async history(db) {
+      const exists = await world.sql<{ present: boolean }>(db, 'SELECT to_regclass(\'ptah_migrations.history\') IS NOT NULL AS present');
+      if (!exists[0]?.present) return [];
+      const rows = await world.sql<{ version: string; operation_id: string; started_at: Date; finished_at: Date | null }>(db,
+        'SELECT version, operation_id, started_at, finished_at FROM ptah_migrations.history ORDER BY seq');
+      return rows.map((r) => ({ version: r.version, operationId: r.operation_id, startedAt: r.started_at, finishedAt: r.finished_at }));
+    },
+    ref,
+    get,
+    async waitFor(name, what, ready, timeoutMs = WAIT_MS) {
+      let last = '';
+      try {
+        return await waitFor(async () => {
+          const m = await get(name);
+          last = JSON.stringify({ phase: m.status?.phase, conditions: m.status?.conditions?.map((c) => `${c.type}=${c.status}/${c.reason}: ${c.message}`), claim: m.status?.activeOperation?.type, lastRun: m.status?.lastRun?.outcome, unresolved: m.status?.unresolvedRun?.outcome });
+          return ready(m) ?? undefined;
+        }, { what: `${name}: ${what}`, timeoutMs, intervalMs: 250 });
+      } catch (e) {
+        throw new Error(`${(e as Error).message}; last status: ${last}`);
+      }
+    },
+    async installSample(db, secretName = 'orders-db') {
+      const policy = sampleOf<V1ConfigMap>(samples, 'ConfigMap', 'orders-migration-policy');
+      policy.metadata!.namespace = ns;
+      await admin.create(policy).catch((e: { code?: number }) => {
+        if (e.code !== 409) throw e;
+      });
+      const secret = sampleOf<V1Secret>(samples, 'Secret');
+      secret.metadata = { name: secretName, namespace: ns };
+      secret.stringData = { url: db.url };
+      await admin.create(secret);
+      return secretName;
+    },
+    async sampleArtifact() {
+      const sample = sampleOf<V1ConfigMap>(samples, 'ConfigMap', 'orders-migrations-r1');
+      return admin.create<V1ConfigMap>({ ...sample, metadata: { ...sample.metadata, namespace: ns } });
+    },
+    async artifact(name, files) {
+      const sample = sampleOf<V1ConfigMap>(samples, 'ConfigMap', 'orders-migrations-r1');
+      return admin.create<V1ConfigMap>({ ...sample, metadata: { ...sample.metadata, name, namespace: ns }, data: files });
+    },
+    async createMigration(options) {
+      const sample = sampleOf<PtahMigration>(samples, KINDS.PtahMigration.kind);
+      sample.metadata = { name: options.name, namespace: ns };
+      sample.spec.artifact.configMapRef.name = options.artifact;
+      sample.spec.target.urlFrom.name = options.secret;
+      sample.spec.policy.apply = options.apply;
+      if (options.coordinationKey) sample.spec.target.coordinationKey = options.coordinationKey;
+      if (options.activeDeadlineSeconds) sample.spec.execution = { ...sample.spec.execution, activeDeadlineSeconds: options.activeDeadlineSeconds };
+      if (options.lockTimeout) sample.spec.policy.lockTimeout = options.lockTimeout;
+      return admin.create(sample);
+    },
+    async plan(name) {
+      const m = await get(name);
+      if (!m.status?.plan) throw new Error(`${name} names no plan`);
+      return admin.get<PtahMigrationPlan>(ref('PtahMigrationPlan', m.status.plan.name));
+    },
+    async approve(name) {
+      const plan = await world.plan(name);
+      return world.approvalFor(name, { name: plan.metadata.name!, uid: plan.metadata.uid!, fingerprint: plan.spec.fingerprint });
+    },
+    async approvalFor(name, plan) {
+      const m = await get(name);
+      return approver.create<PtahMigrationApproval>({
+        apiVersion: API_VERSION,
+        kind: KINDS.PtahMigrationApproval.kind,
+        metadata: { name: `${name}-approval-${randomBytes(3).toString('hex')}`, namespace: ns },
+        spec: { migrationRef: { name, uid: m.metadata.uid! }, planRef: { name: plan.name, uid: plan.uid }, planFingerprint: plan.fingerprint },
+      } as PtahMigrationApproval);
+    },
+    async acknowledge(name, operationID) {
+      const m = await get(name);
+      return approver.create<PtahMigrationRunAcknowledgment>({
+        apiVersion: API_VERSION,
+        kind: KINDS.PtahMigrationRunAcknowledgment.kind,
+        metadata: { name: `${name}-ack-${randomBytes(3).toString('hex')}`, namespace: ns },
+        spec: { migrationRef: { name, uid: m.metadata.uid! }, operationID },
+      } as PtahMigrationRunAcknowledgment);
+    },
+    async startController(order) {
+      if (handle) throw new Error('the controller manager is already running');
+      const kubeConfig = cluster.kubeConfig('manager');
+      const started = startController({
+        kubeConfig,
+        client: managerClient,
+        logger: log,
+        leaseNamespace: ns,
+        leaseName: 'ptah-manager',
+        leaderElection: { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 },
+        controllers: [migrationControllerRegistration({ manager: MANAGER, namespace: ns, order })],
+      });
+      handle = started;
+      await waitFor(async () => (started.isLeader() && started.ready() ? true : undefined), { what: 'the controller manager to lead and sync', timeoutMs: 30_000 });
+    },
+    async stopController() {
+      const running = handle;
+      handle = undefined;
+      await running?.stop();
+    },
+  };
+
+  t.teardown(async () => {
+    // Deleting the resources while the controller runs lets it take its finalizers off, so the namespace can go.
+    const migrations = await admin.list<PtahMigration>(API_VERSION, KINDS.PtahMigration.kind, ns).catch(() => []);
+    await Promise.all(migrations.map((m) => admin.delete(ref('PtahMigration', m.metadata.name!)).catch(() => undefined)));
+    if (handle) {
+      await waitFor(async () => ((await admin.list(API_VERSION, KINDS.PtahMigration.kind, ns)).length === 0 ? true : undefined),
+        { what: 'the test\'s PtahMigrations to be deleted', timeoutMs: 30_000 }).catch(() => undefined);
+    }
+    await world.stopController();
+    await jobs.stop();
+    await service.stop();
+    for (const db of databases) await db.drop();
+  });
+  return world;
+}
+
+/** The Jobs a world saw whose operation label is `operation` (history or apply), oldest first. */
+export function jobsOf(world: MigrationWorld, operation: 'history' | 'apply', migration?: string): V1Job[] {
+  return [...world.jobsSeen.values()].filter((job) => job.metadata?.labels?.['operator.ptah.run/operation'] === operation &&
+    (migration === undefined || job.metadata?.labels?.['operator.ptah.run/migration'] === migration));
+}
