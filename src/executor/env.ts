@@ -1,6 +1,6 @@
 // Reading the executor's inputs: only the variables of EXECUTOR_ENV (src/shared/runner-env.ts), each checked
 // with an error that names the variable, never its value.
-import { EXECUTOR_ENV } from '../shared/runner-env.js';
+import { EXECUTOR_ENV, MAX_LOCK_TIMEOUT_MS } from '../shared/runner-env.js';
 import { isDigest } from '../shared/canonical.js';
 import { ExecutorFailure } from './failure.js';
 
@@ -9,7 +9,6 @@ export type Env = Readonly<Record<string, string | undefined>>;
 type EnvKey = keyof typeof EXECUTOR_ENV;
 
 const DEFAULT_LOCK_TIMEOUT_MS = 30_000;
-const MAX_LOCK_TIMEOUT_MS = 3_600_000;
 
 export function optionalEnv(env: Env, key: EnvKey): string | undefined {
   const value = env[EXECUTOR_ENV[key]];

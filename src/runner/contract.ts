@@ -24,7 +24,9 @@
 //   PTAH_EXPECTED_MIGRATION_SEQUENCE       migration-apply  JSON [{version, checksum}] the approval covers
 //   PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST migration-apply expectedSequenceDigest (src/shared/runner-protocol.ts)
 //   PTAH_EXPECTED_HISTORY_FINGERPRINT      migration-apply  the history the plan was made on, passed to the executor
-//   PTAH_LOCK_TIMEOUT_MS                   optional   passed to the executor unchanged
+//   PTAH_LOCK_TIMEOUT_MS                   mutating   optional; whole milliseconds, 1..3600000, the executor waits for
+//                                                     the realm's advisory lock (its own default 30000 when absent);
+//                                                     read-only operations take no realm lock and ignore it
 //
 // Checks, in order; each refusal is framed with its RUNNER_ERROR code and childExitCode -1:
 //   1. protocol version; 2. required inputs and their formats; 3. bindings: coordination digest, then the
@@ -44,7 +46,7 @@
 // termination-message file (opened, never created, and truncated), and the result frame is the last write to
 // stdout, in one write (src/shared/runner-protocol.ts). Exit 0 whenever a frame was written, 2 otherwise.
 import { isDigest } from '../shared/canonical.js';
-import { EXECUTOR_ENV, JOB_PATHS, MUTATING_RUNNER_OPERATIONS, RUNNER_ENV, type RunnerOperation } from '../shared/runner-env.js';
+import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, MUTATING_RUNNER_OPERATIONS, RUNNER_ENV, type RunnerOperation } from '../shared/runner-env.js';
 import { isOperationId, RUNNER_ERROR, RUNNER_PROTOCOL_VERSION } from '../shared/runner-protocol.js';
 import { RunnerRefusal } from './refusal.js';
 
@@ -65,7 +67,8 @@ export interface RunnerInputs {
   artifact?: { dir: string; expectedDigest: string };
   plan?: { dir: string; expectedDigest: string };
   migrationSequence?: { json: string; expectedDigest: string; expectedHistoryFingerprint: string };
-  lockTimeoutMs?: string;
+  /** Mutating: how long the executor waits for the realm's advisory lock. */
+  lockTimeoutMs?: number;
 }
 
 const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
@@ -112,7 +115,7 @@ export function readInputs(operation: RunnerOperation, operationId: string, env:
     dispatchNotAfter: instantInput(env, RUNNER_ENV.dispatchNotAfter, mutating),
     executionNotAfter: instantInput(env, RUNNER_ENV.executionNotAfter, mutating),
     terminationGraceSeconds: graceInput(env, mutating),
-    lockTimeoutMs: present(env, EXECUTOR_ENV.lockTimeoutMs),
+    lockTimeoutMs: mutating ? lockTimeoutInput(env) : undefined,
   };
   if (inputs.dispatchNotAfter !== undefined && inputs.executionNotAfter !== undefined && inputs.executionNotAfter < inputs.dispatchNotAfter) {
     throw new RunnerRefusal(RUNNER_ERROR.invalidInput, `${RUNNER_ENV.executionNotAfter} is earlier than ${RUNNER_ENV.dispatchNotAfter}`);
@@ -186,6 +189,17 @@ function graceInput(env: Env, isRequired: boolean): number {
   const value = /^[1-9][0-9]{0,2}$/.test(raw) ? Number(raw) : NaN;
   if (!(value <= MAX_TERMINATION_GRACE_SECONDS)) {
     throw new RunnerRefusal(RUNNER_ERROR.invalidInput, `${name} must be a whole number of seconds from 1 to ${MAX_TERMINATION_GRACE_SECONDS}`);
+  }
+  return value;
+}
+
+function lockTimeoutInput(env: Env): number | undefined {
+  const name = RUNNER_ENV.lockTimeoutMs;
+  const raw = present(env, name);
+  if (raw === undefined) return undefined;
+  const value = /^[1-9][0-9]{0,6}$/.test(raw) ? Number(raw) : NaN;
+  if (!(value <= MAX_LOCK_TIMEOUT_MS)) {
+    throw new RunnerRefusal(RUNNER_ERROR.invalidInput, `${name} must be a whole number of milliseconds from 1 to ${MAX_LOCK_TIMEOUT_MS}`);
   }
   return value;
 }

@@ -48,7 +48,7 @@ export function executorEnvironment(inputs: RunnerInputs, prepared: PreparedRun,
   set(EXECUTOR_ENV.planFile, prepared.planFile);
   set(EXECUTOR_ENV.expectedSequenceFile, prepared.expectedSequenceFile);
   set(EXECUTOR_ENV.expectedHistoryFingerprint, inputs.migrationSequence?.expectedHistoryFingerprint);
-  set(EXECUTOR_ENV.lockTimeoutMs, inputs.lockTimeoutMs);
+  set(EXECUTOR_ENV.lockTimeoutMs, inputs.lockTimeoutMs?.toString());
   return out;
 }
 

@@ -43,7 +43,12 @@ export const RUNNER_ENV = {
   expectedMigrationSequence: 'PTAH_EXPECTED_MIGRATION_SEQUENCE',
   expectedMigrationSequenceDigest: 'PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST',
   expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
+  /** Mutating only: whole milliseconds the executor waits for the realm's advisory lock (spec.policy.lockTimeout). */
+  lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',
 } as const;
+
+/** The longest realm-lock wait a Job may ask for: PtahMigration's 1h maximum, and the executor's own bound. */
+export const MAX_LOCK_TIMEOUT_MS = 3_600_000;
 
 export type RunnerEnvName = (typeof RUNNER_ENV)[keyof typeof RUNNER_ENV];
 

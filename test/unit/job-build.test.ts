@@ -1,8 +1,12 @@
 import t from 'tap';
 import type { V1Job } from '@kubernetes/client-node';
 import { canonicalJson, digest, sha256Hex } from '../../src/shared/canonical.js';
+import { ptahMigrationKind } from '../../src/shared/api/migration-kinds.js';
+import { ptahSchemaKind } from '../../src/shared/api/schema-kinds.js';
+import type { OpenApiSchema } from '../../src/shared/api/schema.js';
 import {
   buildOperationJob,
+  DEFAULT_LOCK_TIMEOUT,
   JobBuildError,
   rebuildClaimJob,
   type JobBuildRefusal,
@@ -14,6 +18,7 @@ import {
   claimFor,
   d,
   inputFor,
+  LOCK_TIMEOUT,
   MANAGER,
   MIGRATION_PLAN,
   ownerObjectFor,
@@ -120,7 +125,13 @@ t.test('each operation gets exactly the env it uses', async (t) => {
     'PTAH_TERMINATION_MESSAGE_PATH',
     'TMPDIR',
   ];
-  const mutating = ['PTAH_DISPATCH_NOT_AFTER', 'PTAH_EXECUTION_NOT_AFTER', 'PTAH_EXPECTED_COORDINATION_DIGEST', 'PTAH_EXPECTED_TARGET_IDENTITY_DIGEST'];
+  const mutating = [
+    'PTAH_DISPATCH_NOT_AFTER',
+    'PTAH_EXECUTION_NOT_AFTER',
+    'PTAH_EXPECTED_COORDINATION_DIGEST',
+    'PTAH_EXPECTED_TARGET_IDENTITY_DIGEST',
+    'PTAH_LOCK_TIMEOUT_MS',
+  ];
   const rows: [Case, string[]][] = [
     [schemaObserve, common],
     [schemaPlan, [...common, 'PTAH_DEV_URL']],
@@ -142,6 +153,38 @@ t.test('each operation gets exactly the env it uses', async (t) => {
     name: 'PTAH_DEV_URL',
     valueFrom: { secretKeyRef: { name: 'scratch', key: 'url' } },
   });
+});
+
+t.test('the lock timeout: spec.policy.lockTimeout in whole milliseconds, for the runs that take the realm lock', async (t) => {
+  const lockTimeout = (input: OperationJobInput) => envValue(buildOperationJob(input), 'PTAH_LOCK_TIMEOUT_MS')?.value;
+  t.equal(LOCK_TIMEOUT.schema, '45s', 'the fixture is not the schema default');
+  t.equal(lockTimeout(inputFor(schemaApply)), '45000', 'schema Apply: from its spec');
+  t.equal(LOCK_TIMEOUT.migration, '2m30s', 'the fixture is not the migration default');
+  t.equal(lockTimeout(inputFor(migrationApply)), '150000', 'migration Apply: from its spec');
+  const rows: [spec: string, ms: string][] = [
+    ['1s', '1000'],
+    ['1m30s', '90000'],
+    ['1.5s', '1500'],
+    ['1s500us', '1001'],
+    ['10m', '600000'],
+    ['1h', '3600000'],
+  ];
+  for (const [spec, ms] of rows) {
+    for (const c of [schemaApply, migrationApply]) t.equal(lockTimeout({ ...inputFor(c), policy: { lockTimeout: spec } }), ms, `${c.family} ${spec}: ${ms} (a part of a millisecond rounds up)`);
+  }
+  for (const c of [schemaApply, migrationApply]) {
+    const defaulted = lockTimeout({ ...inputFor(c), policy: {} });
+    t.equal(defaulted, c.family === 'schema' ? '30000' : '300000', `${c.family} Apply: the API default when spec.policy.lockTimeout is absent`);
+  }
+  for (const c of [schemaObserve, schemaPlan, migrationHistory]) {
+    t.equal(lockTimeout({ ...inputFor(c), policy: { lockTimeout: 'not a duration' } }), undefined, `${c.family} ${c.type}: takes no realm lock, so neither carries nor checks it`);
+  }
+});
+
+t.test('the builder\'s lock-timeout defaults are the CRDs\' defaults', async (t) => {
+  const defaultOf = (spec: OpenApiSchema) => spec.properties?.policy?.properties?.lockTimeout?.default;
+  t.equal(DEFAULT_LOCK_TIMEOUT.schema, defaultOf(ptahSchemaKind.spec.openapi));
+  t.equal(DEFAULT_LOCK_TIMEOUT.migration, defaultOf(ptahMigrationKind.spec.openapi));
 });
 
 t.test('deadlines: window for read-only Jobs, execution window for Applies, plus grace for a migration Apply', async (t) => {
@@ -270,6 +313,9 @@ t.test('the builder refuses bad input with a reason', async (t) => {
     ['declared job-name label', 'InvalidInput', () => { const i = inputFor(schemaObserve); i.execution.podMetadata = { labels: { 'job-name': 'x' } }; return i; }, /reserved/],
     ['declared ptah.run annotation', 'InvalidInput', () => { const i = inputFor(schemaObserve); i.execution.podMetadata = { annotations: { 'x.ptah.run/thing': 'x' } }; return i; }, /reserved/],
     ['seventeen declared labels', 'InvalidInput', () => { const i = inputFor(schemaObserve); i.execution.podMetadata = { labels: Object.fromEntries(Array.from({ length: 17 }, (_, n) => [`k${n}`, 'v'])) }; return i; }, /more than 16/],
+    ['lock timeout not a duration', 'InvalidInput', () => ({ ...inputFor(migrationApply), policy: { lockTimeout: '5 minutes' } }), /spec\.policy\.lockTimeout: "5 minutes" is not a duration/],
+    ['lock timeout zero', 'InvalidInput', () => ({ ...inputFor(schemaApply), policy: { lockTimeout: '0s' } }), /lockTimeout "0s" is not between 1ms and 3600000ms/],
+    ['lock timeout over an hour', 'InvalidInput', () => ({ ...inputFor(migrationApply), policy: { lockTimeout: '1h1s' } }), /lockTimeout "1h1s" is not between/],
     ['deadline out of range', 'InvalidInput', () => { const i = inputFor(schemaObserve); i.execution.activeDeadlineSeconds = 29; return i; }, /30\.\.86400/],
     ['manager image with whitespace', 'InvalidInput', () => ({ ...inputFor(schemaObserve), manager: { ...MANAGER, runnerImage: 'runner latest' } }), /runnerImage/],
     ['manager protocol version zero', 'InvalidInput', () => ({ ...inputFor(schemaObserve), manager: { ...MANAGER, runnerProtocolVersion: 0 } }), /runnerProtocolVersion/],
@@ -312,6 +358,14 @@ t.test('rebuildClaimJob rebuilds from the owner, its claim and the plan it names
   for (const [name, change, message] of refusals) {
     t.throws(() => rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: MANAGER, plan: schemaPlanObject, ...change }), { name: 'JobBuildError', message }, name);
   }
+  const lockTimeoutOf = (job: V1Job) => envValue(job, 'PTAH_LOCK_TIMEOUT_MS')?.value;
+  const migration = snapshotted(inputFor(migrationApply));
+  const owner = ownerObjectFor(migration);
+  const rebuild = (o: RebuildClaimJobInput['owner']) => rebuildClaimJob({ owner: o, claim: migration.claim, manager: MANAGER, plan: migrationPlanObject });
+  t.equal(lockTimeoutOf(rebuild({ ...owner, spec: { ...owner.spec, policy: { lockTimeout: '7m' } } })), '420000', 'the lock timeout is the owner\'s');
+  t.equal(lockTimeoutOf(rebuild({ ...owner, spec: { ...owner.spec, policy: undefined } })), '300000', 'an owner read without spec.policy gets the API default');
+  t.notSame(canonicalJson(rebuild({ ...owner, spec: { ...owner.spec, policy: { lockTimeout: '7m' } } })), canonicalJson(buildOperationJob(migration)), 'so a Job built under another lock timeout is not its rebuild');
+
   const observe = snapshotted(inputFor(schemaObserve));
   t.throws(() => rebuildClaimJob({ owner: schemaOwner(observe), claim: observe.claim, manager: MANAGER, plan: schemaPlanObject }), { message: /runs none/ }, 'a plan for a read-only claim');
   const history = inputFor(migrationHistory, { coordinationDigest: undefined });

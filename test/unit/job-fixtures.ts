@@ -81,6 +81,9 @@ export function claimFor(c: Case, overrides: Partial<ClaimedOperation> = {}): Cl
   return { jobName, ...base };
 }
 
+/** The owners' spec.policy.lockTimeout in the fixtures. */
+export const LOCK_TIMEOUT: Record<Family, string> = { schema: '45s', migration: '2m30s' };
+
 export function inputFor(c: Case, claimOverrides: Partial<ClaimedOperation> = {}): OperationJobInput {
   return {
     family: c.family,
@@ -96,6 +99,8 @@ export function inputFor(c: Case, claimOverrides: Partial<ClaimedOperation> = {}
       tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'database', effect: 'NoSchedule' }],
       podMetadata: { labels: { team: 'payments' }, annotations: { 'example.com/owner': 'payments' } },
     },
+    // Not the API defaults, so a test sees the value come from the spec.
+    policy: { lockTimeout: LOCK_TIMEOUT[c.family] },
     manager: MANAGER,
     bindings: {
       coordinationDigest: d('realm'),
@@ -159,7 +164,7 @@ export function ownerObjectFor(input: OperationJobInput): RebuildClaimJobInput['
     apiVersion: input.owner.apiVersion,
     kind: input.owner.kind,
     metadata: { name: input.owner.name, namespace: input.owner.namespace, uid: input.owner.uid },
-    spec: { target: input.target, ...(input.dev ? { dev: input.dev } : {}), execution: input.execution },
+    spec: { target: input.target, ...(input.dev ? { dev: input.dev } : {}), execution: input.execution, policy: input.policy },
     status: { artifact: input.artifact },
   };
 }

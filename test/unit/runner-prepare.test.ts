@@ -41,6 +41,8 @@ t.test('inputs: what each operation requires, and their formats', async (t) => {
     ['sequence missing', 'migration-apply', (e) => void delete e.PTAH_EXPECTED_MIGRATION_SEQUENCE, RUNNER_ERROR.missingInput],
     ['history fingerprint missing', 'migration-apply', (e) => void delete e.PTAH_EXPECTED_HISTORY_FINGERPRINT, RUNNER_ERROR.missingInput],
     ['sequence digest malformed', 'migration-apply', (e) => void (e.PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST = 'x'), RUNNER_ERROR.invalidInput],
+    ...['5m', '0', '-1', '1.5', '0100', ' 100', '3600001', '99999999'].map((value): (typeof cases)[number] =>
+      [`lock timeout ${JSON.stringify(value)}`, 'apply', (e) => void (e.PTAH_LOCK_TIMEOUT_MS = value), RUNNER_ERROR.invalidInput]),
   ];
   for (const [name, operation, change, code] of cases) {
     const env = validEnv(ws, operation);
@@ -57,6 +59,11 @@ t.test('inputs: what each operation requires, and their formats', async (t) => {
   t.equal(apply.plan?.dir, '/plan');
   t.equal(apply.artifact, undefined, 'apply reads no artifact');
   t.equal(readInputs('observe', OPERATION_ID, { ...observe, PTAH_DEV_URL: 'postgresql://d/x' }).devUrl, undefined, 'only plan takes a scratch database');
+  t.equal(apply.lockTimeoutMs, undefined, 'no lock timeout given: the executor\'s default applies');
+  for (const [operation, value] of [['apply', '1'], ['migration-apply', '45000'], ['apply', '3600000']] as const) {
+    t.equal(readInputs(operation, OPERATION_ID, { ...validEnv(ws, operation), PTAH_LOCK_TIMEOUT_MS: value }).lockTimeoutMs, Number(value), `${operation}: lock timeout ${value} ms`);
+  }
+  t.equal(readInputs('observe', OPERATION_ID, { ...observe, PTAH_LOCK_TIMEOUT_MS: '5m' }).lockTimeoutMs, undefined, 'a read-only run takes no realm lock, so neither reads nor checks its timeout');
 });
 
 t.test('the protocol version is checked exactly', async (t) => {

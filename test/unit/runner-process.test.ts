@@ -53,6 +53,11 @@ const refusals: RefusalCase[] = [
   { name: 'protocol version of another runner', operation: 'observe', code: RUNNER_ERROR.protocolMismatch, change: (env) => void (env.PTAH_RUNNER_PROTOCOL_VERSION = '2') },
   { name: 'database URL missing', operation: 'observe', code: RUNNER_ERROR.missingInput, change: (env) => void delete env.PTAH_DB_URL },
   { name: 'expected target identity missing for apply', operation: 'apply', code: RUNNER_ERROR.missingInput, change: (env) => void delete env.PTAH_EXPECTED_TARGET_IDENTITY_DIGEST },
+  {
+    name: 'lock timeout not whole milliseconds', operation: 'migration-apply', code: RUNNER_ERROR.invalidInput,
+    change: (env) => void (env.PTAH_LOCK_TIMEOUT_MS = '5m'),
+    check: (tt, result) => tt.match(result.error?.message, /PTAH_LOCK_TIMEOUT_MS must be a whole number of milliseconds from 1 to 3600000/),
+  },
   { name: 'deadline not RFC 3339 UTC', operation: 'apply', code: RUNNER_ERROR.invalidInput, change: (env) => void (env.PTAH_DISPATCH_NOT_AFTER = '2030-01-01T00:00:00+01:00') },
   {
     name: 'database URL naming two hosts', operation: 'observe', code: RUNNER_ERROR.invalidTarget,
@@ -185,7 +190,8 @@ t.test('a successful run per operation carries the executor report and keeps the
       const injectedByTap = (k: string) => k.startsWith('_TAPJS_') || (k === 'NODE_OPTIONS' && invocation.env[k].includes('@tapjs/processinfo'));
       tt.same(Object.keys(invocation.env).filter((k) => !allowed.includes(k) && !injectedByTap(k)), [], 'no runner-only variable reaches the executor');
       tt.equal(invocation.env.PTAH_DEV_URL !== undefined, operation === 'plan', 'only plan gets the scratch database');
-      tt.equal(invocation.env.PTAH_LOCK_TIMEOUT_MS, '5000');
+      const takesRealmLock = operation === 'apply' || operation === 'migration-apply';
+      tt.equal(invocation.env.PTAH_LOCK_TIMEOUT_MS, takesRealmLock ? '5000' : undefined, 'only the runs that take the realm lock get its timeout');
       tt.equal(invocation.env.PTAH_ARTIFACT_DIR !== undefined, operation !== 'apply', 'apply runs the plan alone');
       if (invocation.env.PTAH_ARTIFACT_DIR) tt.not(invocation.env.PTAH_ARTIFACT_DIR, ws.artifactDir, 'the executor reads a verified private copy');
       switch (result.operation) {

@@ -14,11 +14,12 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
+import { DurationError, parseDuration } from '../api/duration.js';
 import { canonicalJson, digest, isDigest } from '../canonical.js';
 import { jobNameFor, JobNameError, type Family } from '../naming.js';
 import { snapshotProblem, type SnapshotLike } from '../podintent.js';
 import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '../planstore.js';
-import { JOB_PATHS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
+import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
 import {
   declaredMetadataProblem,
   isLabelValue,
@@ -40,6 +41,8 @@ export const CLEANUP_TTL_SECONDS = 300;
 export const JOB_DEADLINE_GRACE_SECONDS = 60;
 export const DEFAULT_ACTIVE_DEADLINE_SECONDS = 900;
 export const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
+/** spec.policy.lockTimeout as the API server defaults it, per family (the CRDs' defaults). */
+export const DEFAULT_LOCK_TIMEOUT: Readonly<Record<Family, string>> = { schema: '30s', migration: '5m' };
 const MIN_ACTIVE_DEADLINE_SECONDS = 30;
 const MAX_ACTIVE_DEADLINE_SECONDS = 86400;
 const MAX_TERMINATION_GRACE_SECONDS = 300;
@@ -101,6 +104,11 @@ export interface ExecutionSpec {
   podMetadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
 }
 
+/** spec.policy, as far as the Job carries it: how long a mutating run waits for the realm's advisory lock. */
+export interface PolicySpec {
+  lockTimeout?: string;
+}
+
 /** The manager building the Job. Images and revision are recorded on the Job; the two versions bind the run. */
 export interface ManagerIdentity {
   controllerImage: string;
@@ -140,6 +148,7 @@ export interface OperationJobInput {
   dev?: { urlFrom: SecretKeyRef };
   artifact: { configMapName: string; digest: string };
   execution: ExecutionSpec;
+  policy: PolicySpec;
   manager: ManagerIdentity;
   bindings: JobBindings;
 }
@@ -180,6 +189,8 @@ export function buildOperationJob(input: OperationJobInput): V1Job {
   if (!isIntegerIn(terminationGracePeriodSeconds, 1, MAX_TERMINATION_GRACE_SECONDS)) {
     throw new JobBuildError('InvalidClaim', `terminationGracePeriodSeconds must be 1..${MAX_TERMINATION_GRACE_SECONDS}, got ${terminationGracePeriodSeconds}`);
   }
+  // Only the operations that change the database take the realm's advisory lock (src/executor).
+  const lockTimeoutMs = mutating ? lockTimeoutOf(family, input.policy) : undefined;
 
   const declared = execution.podMetadata ?? {};
   for (const [what, entries] of [['label', declared.labels], ['annotation', declared.annotations]] as const) {
@@ -190,7 +201,7 @@ export function buildOperationJob(input: OperationJobInput): V1Job {
   const labels = { ...declared.labels, ...operatorLabels(family, owner.name, claim.type, claim.id) };
   const annotations = { ...declared.annotations, ...operatorAnnotations(input, runnerOperation, mutating) };
 
-  const env = environment(input, runnerOperation, mutating, terminationGracePeriodSeconds);
+  const env = environment(input, runnerOperation, mutating, terminationGracePeriodSeconds, lockTimeoutMs);
   const { volumes, volumeMounts } = storage(input, runnerOperation);
   const container: V1Container = {
     name: RUNNER_CONTAINER,
@@ -431,6 +442,22 @@ function instant(value: string, field: string): number {
   return ms;
 }
 
+/** The lock wait in whole milliseconds, rounded up so the run never waits less than the spec asks. */
+function lockTimeoutOf(family: Family, policy: PolicySpec): number {
+  const text = policy.lockTimeout ?? DEFAULT_LOCK_TIMEOUT[family];
+  let ms: number;
+  try {
+    ms = Math.ceil(parseDuration(text));
+  } catch (e) {
+    if (e instanceof DurationError) throw new JobBuildError('InvalidInput', `spec.policy.lockTimeout: ${e.message}`);
+    throw e;
+  }
+  if (!isIntegerIn(ms, 1, MAX_LOCK_TIMEOUT_MS)) {
+    throw new JobBuildError('InvalidInput', `spec.policy.lockTimeout ${JSON.stringify(text)} is not between 1ms and ${MAX_LOCK_TIMEOUT_MS}ms`);
+  }
+  return ms;
+}
+
 function isIntegerIn(value: unknown, min: number, max: number): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= max;
 }
@@ -456,7 +483,7 @@ function operatorAnnotations(input: OperationJobInput, runnerOperation: RunnerOp
   return annotations;
 }
 
-function environment(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean, grace: number): V1EnvVar[] {
+function environment(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean, grace: number, lockTimeoutMs?: number): V1EnvVar[] {
   const { claim, manager, bindings, artifact } = input;
   const value = (name: string, v: string): V1EnvVar => ({ name, value: v });
   const secret = (name: string, ref: SecretKeyRef): V1EnvVar => ({ name, valueFrom: { secretKeyRef: { name: ref.name, key: ref.key } } });
@@ -479,6 +506,7 @@ function environment(input: OperationJobInput, runnerOperation: RunnerOperation,
       value(RUNNER_ENV.expectedTargetIdentityDigest, bindings.expectedTargetIdentityDigest!),
       value(RUNNER_ENV.dispatchNotAfter, claim.dispatchNotAfter!),
       value(RUNNER_ENV.executionNotAfter, claim.executionNotAfter!),
+      value(RUNNER_ENV.lockTimeoutMs, String(lockTimeoutMs!)),
     );
   }
   if (runnerOperation === 'apply') {

@@ -9,6 +9,7 @@ import {
   type ExecutionSpec,
   type JobBindings,
   type ManagerIdentity,
+  type PolicySpec,
   type SecretKeyRef,
 } from './build.js';
 import { familyOfKind, JOB_ANNOTATIONS, OWNER_API_VERSION } from './metadata.js';
@@ -24,6 +25,8 @@ export interface ClaimOwnerObject {
     /** PtahSchema only: the scratch database a Plan uses. */
     dev?: { urlFrom: SecretKeyRef };
     execution?: ExecutionSpec;
+    /** Defaulted by the API server; the builder fills in the same defaults when it is read without them. */
+    policy?: PolicySpec;
   };
   status?: { artifact?: { configMapName: string; digest: string } };
 }
@@ -122,6 +125,7 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     ...(runnerOperation === 'plan' && owner.spec.dev ? { dev: owner.spec.dev } : {}),
     artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
     execution: owner.spec.execution ?? {},
+    policy: owner.spec.policy ?? {},
     manager: { ...input.manager, ...recordedManager(input.liveJob) },
     bindings,
   });
