@@ -228,8 +228,10 @@ export async function restClient(kubeConfig: KubeConfig, options: RestClientOpti
       return list.items.map((item) => ({ ...item, apiVersion, kind }));
     },
     create: (object, opts = {}) => {
-      const ref = refOf(object);
-      return call('POST', resourcePath(ref.apiVersion, ref.kind, ref.namespace) + query({ fieldManager, dryRun: opts.dryRun ? 'All' : undefined }), object);
+      // A create may name the object or let the server generate the name.
+      const { apiVersion, kind, metadata } = object;
+      if (!apiVersion || !kind || !(metadata?.name || metadata?.generateName)) throw new Error('kube-client: a create needs apiVersion, kind and metadata.name or generateName');
+      return call('POST', resourcePath(apiVersion, kind, metadata.namespace) + query({ fieldManager, dryRun: opts.dryRun ? 'All' : undefined }), object);
     },
     update: (object, opts = {}) => {
       const ref = refOf(object);

@@ -1,0 +1,218 @@
+// `npm run local`: the operator on a local control plane. Starts PostgreSQL, etcd, kube-apiserver,
+// kube-controller-manager and the fake kubelet (the test harness's stack), installs the CRDs, RBAC and admission
+// policies, runs the manager as a child process with the manager's own identity, registers its webhooks with the
+// API server by URL, applies the sample PtahMigration against a fresh database, approves its plan as the approver
+// identity, and follows it until it converges. Ctrl-C (or SIGTERM) tears everything down.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, readFile, readdir, writeFile, copyFile } from 'node:fs/promises';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { generateCertificates } from '../../certs/generate.js';
+import { applyManifestFile } from '../../test/harness/manifests.js';
+import { REPO_ROOT } from '../../test/harness/paths.js';
+import { createTestDatabase } from '../../test/harness/postgres.js';
+import { startStack, type Stack } from '../../test/harness/stack.js';
+import { registerWebhooks } from '../../test/harness/webhooks.js';
+import { RUNNER_IMAGE } from '../../test/harness/kubelet/images.js';
+import { API_VERSION, INSTALL, KINDS } from '../shared/api/names.js';
+import type { PtahMigration } from '../shared/api/migration-kinds.js';
+import { registerResource, restClient, type KubeClient, type KubeObject } from '../shared/kube-client.js';
+
+const LOCAL_DIR = join(REPO_ROOT, '.local');
+const DEMO_NAMESPACE = 'ptah-demo';
+const SAMPLE = 'examples/ptahmigration-orders.yaml';
+
+const say = (line: string): void => {
+  process.stdout.write(`[local] ${line}\n`);
+};
+
+async function main(): Promise<void> {
+  await mkdir(LOCAL_DIR, { recursive: true });
+  say('starting PostgreSQL, etcd, kube-apiserver, kube-controller-manager and the fake kubelet…');
+  const stack = await startStack({ log: (line) => say(line) });
+  let manager: ChildProcess | undefined;
+  let stopping = false;
+  const stop = async (code: number): Promise<never> => {
+    if (!stopping) {
+      stopping = true;
+      say('tearing down');
+      manager?.kill('SIGTERM');
+      await stack.stop();
+    }
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+  try {
+    manager = await run(stack);
+  } catch (e) {
+    process.stderr.write(`[local] ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
+    await stop(1);
+  }
+}
+
+async function run(stack: Stack): Promise<ChildProcess> {
+  const t = stack.timings;
+  say(`control plane ready: etcd ${t.etcdReadyMs} ms, kube-apiserver ${t.apiserverReadyMs} ms, kube-controller-manager ${t.controllerManagerReadyMs} ms (state in ${stack.state.dir})`);
+  for (const id of ['admin', 'manager', 'approver'] as const) await copyFile(stack.state.kubeconfigs[id], join(LOCAL_DIR, `${id}.kubeconfig`));
+  const pgUrl = stack.postgres?.url ?? '';
+  await writeFile(
+    join(LOCAL_DIR, 'env'),
+    `export KUBECONFIG=${join(LOCAL_DIR, 'admin.kubeconfig')}\nexport PTAH_LOCAL_PG_URL='${pgUrl}'\n`,
+    { mode: 0o600 },
+  );
+
+  const admin = stack.controlPlane.kubeConfig('admin');
+  for (const file of (await readdir(join(REPO_ROOT, 'manifests/crds'))).sort()) await applyManifestFile(admin, join('manifests/crds', file));
+  await applyManifestFile(admin, 'manifests/rbac.yaml');
+  await applyManifestFile(admin, 'manifests/status-write-policy.yaml');
+  const client = await restClient(admin);
+  await waitFor('the Ptah CRDs to be served', async () => (await client.list(API_VERSION, KINDS.PtahMigration.kind, undefined).then(() => true, () => false)) || undefined);
+
+  // The manager: its own process, its own identity (no Secret permission), its own serving certificate.
+  const certs = await generateCertificates({ outDir: join(LOCAL_DIR, 'certs') });
+  const port = await freePort();
+  const manager = spawn(
+    process.execPath,
+    [
+      '--import', 'tsx', join(REPO_ROOT, 'src/main.ts'),
+      '--kubeconfig', join(LOCAL_DIR, 'manager.kubeconfig'),
+      '--cert-dir', certs.dir,
+      '--listen-host', '127.0.0.1',
+      '--port', String(port),
+      '--lease-namespace', INSTALL.namespace,
+      '--runner-image', RUNNER_IMAGE,
+      '--controller-image', 'localhost/ptah-operator:local',
+      '--revision', 'local',
+    ],
+    { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const managerLog = join(LOCAL_DIR, 'manager.log');
+  await writeFile(managerLog, '');
+  const { appendFileSync } = await import('node:fs');
+  manager.stdout?.on('data', (chunk: Buffer) => appendFileSync(managerLog, chunk));
+  manager.stderr?.on('data', (chunk: Buffer) => appendFileSync(managerLog, chunk));
+  manager.on('exit', (code, signal) => say(`the manager exited (${signal ?? code}); see ${managerLog}`));
+  const base = `https://127.0.0.1:${port}`;
+  const ca = await readFile(certs.caCert, 'utf8');
+  await waitFor('the manager to serve /healthz', async () => ((await httpsGet(`${base}/healthz`, ca)).status === 200 ? true : undefined));
+  // The API server calls the webhooks once it has picked the configuration up: a manager ConfigMap create (dry
+  // run) is then refused by the controller-write webhook, which names itself in the refusal.
+  let answered = 0;
+  const managerClient = await restClient(stack.controlPlane.kubeConfig('manager'));
+  const probe = () => managerClient
+    .create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { generateName: 'ptah-webhook-probe-', namespace: INSTALL.namespace } }, { dryRun: true })
+    .catch((e: unknown) => {
+      if (e instanceof Error && e.message.includes('controller-write.operator.ptah.run')) answered++;
+      throw e;
+    });
+  const cluster = { state: stack.state, kubeConfig: (id: 'admin' | 'manager' | 'approver') => stack.controlPlane.kubeConfig(id), pki: async () => stack.controlPlane.pki };
+  await registerWebhooks(base, ca, { answered: () => answered, probe, name: 'ptah-local', cluster });
+  say(`manager serving admission at ${base}; its log is ${managerLog}`);
+
+  await applySample(client, pgUrl);
+  say('');
+  say('Point kubectl at it:   source .local/env && kubectl get ptahmigrations -A');
+  say(`PostgreSQL superuser:  $PTAH_LOCAL_PG_URL (in .local/env)`);
+  say('');
+  await followSample(client, stack.controlPlane.kubeConfig('approver'));
+  say('the sample converged; the stack keeps running until Ctrl-C');
+  return manager;
+}
+
+/** The sample's objects into the demo namespace, its Secret pointed at a fresh database on the local server. */
+async function applySample(client: KubeClient, pgUrl: string): Promise<void> {
+  await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: DEMO_NAMESPACE } }).catch(() => undefined);
+  // The approver identity (group ptah-approvers) may approve in the demo namespace, as an installation grants it.
+  registerResource('rbac.authorization.k8s.io/v1', 'RoleBinding', { plural: 'rolebindings', namespaced: true });
+  await client.create({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: 'ptah-approvers', namespace: DEMO_NAMESPACE },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: INSTALL.approverRole },
+    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'ptah-approvers' }],
+  } as KubeObject);
+  const db = await createTestDatabase(pgUrl, 'orders');
+  const docs = parseAllDocuments(await readFile(join(REPO_ROOT, SAMPLE), 'utf8')).map((d) => d.toJS() as KubeObject & { stringData?: Record<string, string> });
+  for (const doc of docs) {
+    if (!doc) continue;
+    doc.metadata = { ...doc.metadata, namespace: DEMO_NAMESPACE };
+    if (doc.kind === 'Secret' && doc.stringData) doc.stringData.url = db.url;
+    await client.create(doc);
+  }
+  say(`applied ${SAMPLE} in namespace ${DEMO_NAMESPACE} (database ${db.name})`);
+}
+
+/** Follows the sample through its lifecycle, approving its plan as the approver identity. */
+async function followSample(client: KubeClient, approverConfig: KubeConfig): Promise<void> {
+  const approver = await restClient(approverConfig);
+  const ref = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: DEMO_NAMESPACE, name: 'orders' };
+  let lastPhase = '';
+  let approvedPlan = '';
+  await waitFor('the sample PtahMigration to converge', async () => {
+    const m = await client.get<PtahMigration>(ref);
+    const s = m.status ?? {};
+    const ready = s.conditions?.find((c) => c.type === 'Ready');
+    const phase = `${s.phase ?? 'Pending'}${ready?.reason ? ` (${ready.reason})` : ''}`;
+    if (phase !== lastPhase) say(`orders: ${(lastPhase = phase)}`);
+    if (s.phase === 'AwaitingApproval' && s.plan && s.plan.name !== approvedPlan) {
+      const plan = await client.get<KubeObject & { spec: { fingerprint: string; migrations: { version: string }[] } }>({ apiVersion: API_VERSION, kind: KINDS.PtahMigrationPlan.kind, namespace: DEMO_NAMESPACE, name: s.plan.name });
+      await approver.create({
+        apiVersion: API_VERSION,
+        kind: KINDS.PtahMigrationApproval.kind,
+        metadata: { generateName: 'orders-approval-', namespace: DEMO_NAMESPACE },
+        spec: { migrationRef: { name: 'orders', uid: m.metadata.uid }, planRef: s.plan, planFingerprint: plan.spec.fingerprint },
+      });
+      approvedPlan = s.plan.name;
+      say(`approved plan ${s.plan.name} (versions ${plan.spec.migrations.map((x) => x.version).join(', ')}) as the approver identity`);
+    }
+    if (s.phase === 'InSync' && s.lastRun?.outcome === 'Applied') {
+      say(`orders: applied ${s.lastRun.appliedVersions?.join(', ')} in Job ${s.lastRun.jobName}; history at version ${s.history?.currentVersion}`);
+      return true;
+    }
+    return undefined;
+  }, 300_000);
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (e) {
+      last = e instanceof Error ? e.message : String(e);
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last}` : ''}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+function httpsGet(url: string, ca: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ca, timeout: 5_000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+void main();
