@@ -43,6 +43,12 @@ export const ROWS: Row[] = [
   { step: 'record', arm: 'stop-after', swap: ['record', 'confirm'], problem: 'without reading the created Job back' },
 ];
 
+/**
+ * Rows measured in production order only: the manager stopped right after the mark, before the one create, must
+ * record the outcome Unknown and never create the Job.
+ */
+export const STOP_AFTER_MARK: Omit<Row, 'swap' | 'problem'> = { step: 'mark', arm: 'stop-after' };
+
 interface View {
   claim?: ActiveOperation;
   claimIsOurs: boolean;
@@ -57,12 +63,15 @@ const CONTENDER = { resourceUid: 'contender-uid', operationId: `sha256:${'c'.rep
 
 export interface RowResult {
   problems: string[];
+  /** Creates of the claim's Job ever made, and whether the claim ended as an unresolved run. */
+  creates: number;
+  uncertain: boolean;
   /** The passes that ran, for diagnosis. */
   passes: string[];
 }
 
 /** Brings a fresh migration to an undispatched Apply claim, then runs the row with the given dispatch order. */
-export async function runRow(t: Test, row: Row, order: DispatchOrder): Promise<RowResult> {
+export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order: DispatchOrder): Promise<RowResult> {
   const world = await migrationWorld(t);
   const db = await world.database('dispatch');
   const secret = await world.installSample(db);
@@ -208,7 +217,7 @@ export async function runRow(t: Test, row: Row, order: DispatchOrder): Promise<R
 
   // Let the controller finish the run and take its finalizer off, so the namespace can go.
   await world.startController();
-  return { problems: [...problems], passes };
+  return { problems: [...problems], passes, creates, uncertain: end.uncertain };
 }
 
 export type { MigrationWorld, PtahMigration };

@@ -3,7 +3,7 @@
 // prevents (the seed's dispatch-order test, for PtahMigration).
 import t from 'tap';
 import { ORDER, swapped } from '../../src/shared/lifecycle/dispatch.js';
-import { ROWS, runRow } from './dispatch-order-world.js';
+import { ROWS, runRow, STOP_AFTER_MARK } from './dispatch-order-world.js';
 
 t.test('each dispatch step leaves a state the next pass recovers from', async (t) => {
   for (const row of ROWS) {
@@ -12,6 +12,13 @@ t.test('each dispatch step leaves a state the next pass recovers from', async (t
       t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
     });
   }
+});
+
+t.test('a manager stopped between the mark and the create: the outcome is Unknown, the Job is never created', async (t) => {
+  const result = await runRow(t, STOP_AFTER_MARK, ORDER);
+  t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
+  t.equal(result.creates, 0, 'no Job was ever created');
+  t.equal(result.uncertain, true, 'the run is recorded unresolved');
 });
 
 t.test('each boundary fails with its two steps exchanged', async (t) => {
