@@ -20,7 +20,7 @@ import {
 } from './job/metadata.js';
 import { isMutatingOperation, runnerOperationFor } from './job/operations.js';
 import { firstDifference, isPlainObject, jsonEqual, OK, plainObject, refuse, type PlainObject, type Verdict } from './job/plain.js';
-import { jobNameFor, type Family } from './naming.js';
+import { claimJobName, type Family } from './naming.js';
 import { normalizedPodSpec, snapshotProblem, templateDigestOf, type SnapshotLike } from './podintent.js';
 
 export type { Verdict } from './job/plain.js';
@@ -120,16 +120,7 @@ function claimProblem(claim: JobClaim, family: Family | undefined, owner: ClaimO
   if (claim.inputFingerprint !== undefined && claim.attempt !== undefined) {
     let expected: string;
     try {
-      expected = jobNameFor({
-        family,
-        ownerName: owner.name,
-        ownerUid: owner.uid,
-        operationType: claim.type,
-        operationId: claim.id,
-        executionBindingId: claim.executionBindingID,
-        inputFingerprint: claim.inputFingerprint,
-        attempt: claim.attempt,
-      });
+      expected = claimJobName(family, owner, { ...claim, inputFingerprint: claim.inputFingerprint, attempt: claim.attempt });
     } catch (e) {
       return `it names no Job: ${e instanceof Error ? e.message : String(e)}`;
     }

@@ -38,6 +38,29 @@ export function jobNameFor(input: JobNameInput): string {
   return `${prefix}${name}-${suffix}`;
 }
 
+/** The fields of a claim (status.activeOperation of either family) its Job's name folds. */
+export interface NamedClaim {
+  type: string;
+  id: string;
+  executionBindingID: string;
+  inputFingerprint: string;
+  attempt: number;
+}
+
+/** The Job name a claim's own fields give for its owner: the name the claim must have reserved. */
+export function claimJobName(family: Family, owner: { name: string; uid: string }, claim: NamedClaim): string {
+  return jobNameFor({
+    family,
+    ownerName: owner.name,
+    ownerUid: owner.uid,
+    operationType: claim.type,
+    operationId: claim.id,
+    executionBindingId: claim.executionBindingID,
+    inputFingerprint: claim.inputFingerprint,
+    attempt: claim.attempt,
+  });
+}
+
 function trimDashes(s: string): string {
   return s.replace(/^-+/, '').replace(/-+$/, '');
 }

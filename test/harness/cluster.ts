@@ -1,8 +1,10 @@
 // How a test file reaches the stack test/run.ts started for the whole run: sharedCluster() reads the state file named
 // by PTAH_TEST_STACK, and testNamespace(t) gives each test a fresh namespace that is deleted when the test ends.
+// bindApprovers and waitForCrdsEstablished do the installation steps several test worlds share.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { INSTALL } from '../../src/shared/api/names.js';
 import type { IdentityName } from './controlplane.js';
 import { openPki, type Pki } from './pki.js';
 import { STACK_ENV, type StackState } from './stack.js';
@@ -51,6 +53,7 @@ export interface NamespaceOwner {
 }
 
 const NAMESPACE_READY_MS = 30_000;
+const CRD_ESTABLISHED_MS = 30_000;
 
 /**
  * Creates a namespace for one test (named after it), waits until its `default` ServiceAccount exists (Pods are
@@ -70,4 +73,30 @@ export async function testNamespace(t: NamespaceOwner, cluster: SharedCluster = 
     what: `the default ServiceAccount in namespace ${name}`, timeoutMs: NAMESPACE_READY_MS,
   });
   return name;
+}
+
+/**
+ * What an installation asks of whoever grants approvals: binds the approver role, for the approver identity's
+ * group, in the namespace where it approves.
+ */
+export async function bindApprovers(namespace: string, cluster: SharedCluster = sharedCluster()): Promise<void> {
+  await cluster.kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: 'approvers' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: INSTALL.approverRole },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'ptah-approvers' }],
+    },
+  });
+}
+
+/** Waits until every named CRD is Established: before that the API server refuses objects of its kind. */
+export async function waitForCrdsEstablished(names: readonly string[], cluster: SharedCluster = sharedCluster()): Promise<void> {
+  const api = cluster.kubeConfig('admin').makeApiClient(ApiextensionsV1Api);
+  for (const name of names) {
+    await waitFor(async () => {
+      const crd = await api.readCustomResourceDefinition({ name });
+      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
+    }, { what: `CRD ${name} to be Established`, timeoutMs: CRD_ESTABLISHED_MS });
+  }
 }

@@ -4,11 +4,11 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
+import { freePort } from './ports.js';
 
 const PG_BIN = process.env.PTAH_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const SERVER_USER = 'postgres';
@@ -113,18 +113,6 @@ function serverUserIds(): { uid: number; gid: number } {
   const line = execFileSync('getent', ['passwd', SERVER_USER], { encoding: 'utf8' }).trim();
   const fields = line.split(':');
   return { uid: Number(fields[2]), gid: Number(fields[3]) };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('could not pick a free port'))));
-    });
-  });
 }
 
 async function waitUntilReady(url: string, child: ChildProcess, log: () => string): Promise<void> {

@@ -5,8 +5,8 @@
 import t, { type Test } from 'tap';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ApiextensionsV1Api, RbacAuthorizationV1Api, type V1Job } from '@kubernetes/client-node';
-import { ANNOTATIONS, API_VERSION, INSTALL, KINDS } from '../../src/shared/api/names.js';
+import type { V1Job } from '@kubernetes/client-node';
+import { ANNOTATIONS, API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { sha256Digest } from '../../src/shared/canonical.js';
 import { rebuildClaimJob, type ClaimedOperation, type ClaimOwnerObject } from '../../src/shared/job/index.js';
@@ -14,10 +14,9 @@ import { ApiError, restClient, type KubeClient, type KubeObject, type ResourceRe
 import { jobNameFor } from '../../src/shared/naming.js';
 import { resolveSnapshot } from '../../src/shared/podintent.js';
 import { coordinationDigest } from '../../src/shared/realm.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
+import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../harness/cluster.js';
 import { applyManifestFile } from '../harness/manifests.js';
 import { REPO_ROOT } from '../harness/paths.js';
-import { waitFor } from '../harness/wait.js';
 import { startManagerService, TEST_MANAGER_IMAGES, type ManagerService } from './manager-service.js';
 
 const cluster = sharedCluster();
@@ -46,13 +45,7 @@ async function installCrds(): Promise<void> {
   for (const file of files) {
     for (const crd of await applyManifestFile(kc, `manifests/crds/${file}`)) names.push(crd.metadata?.name ?? '');
   }
-  const api = kc.makeApiClient(ApiextensionsV1Api);
-  for (const name of names) {
-    await waitFor(async () => {
-      const crd = await api.readCustomResourceDefinition({ name });
-      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
-    }, { what: `CRD ${name} to be Established`, timeoutMs: 30_000 });
-  }
+  await waitForCrdsEstablished(names);
 }
 
 t.before(async () => {
@@ -61,15 +54,7 @@ t.before(async () => {
   await installCrds();
   await applyManifestFile(cluster.kubeConfig('admin'), 'manifests/rbac.yaml');
   ns = await testNamespace(t);
-  // What an installation asks of whoever grants approvals: bind the approver role where they approve.
-  await cluster.kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
-    namespace: ns,
-    body: {
-      metadata: { name: 'approvers' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: INSTALL.approverRole },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'ptah-approvers' }],
-    },
-  });
+  await bindApprovers(ns);
   service = await startManagerService({ namespace: ns });
   t.teardown(() => service.stop());
 });

@@ -9,7 +9,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Test } from 'tap';
-import { ApiextensionsV1Api, RbacAuthorizationV1Api, type V1ConfigMap, type V1Job, type V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Job, V1Secret } from '@kubernetes/client-node';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import { parseAllDocuments } from 'yaml';
@@ -18,10 +18,10 @@ import { startController, type ManagerHandle } from '../../src/controller/manage
 import { Informer } from '../../src/controller/informer.js';
 import type { DispatchOrder } from '../../src/shared/lifecycle/dispatch.js';
 import type { PtahMigration, PtahMigrationApproval, PtahMigrationPlan, PtahMigrationRunAcknowledgment } from '../../src/shared/api/migration-kinds.js';
-import { API_VERSION, GROUP, INSTALL, KINDS } from '../../src/shared/api/names.js';
+import { API_VERSION, GROUP, KINDS } from '../../src/shared/api/names.js';
 import type { ApplyPolicy } from '../../src/shared/api/shapes.js';
 import { restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
+import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../harness/cluster.js';
 import { buildOrLocateBinaries } from '../harness/controlplane.js';
 import { RUNNER_IMAGE } from '../harness/kubelet/images.js';
 import { applyManifestFile } from '../harness/manifests.js';
@@ -104,13 +104,7 @@ function installOperator(): Promise<void> {
     const names = files.map((f) => `${f.replace(/\.yaml$/, '')}.${GROUP}`);
     await applyManifestFile(kc, 'manifests/rbac.yaml');
     await applyManifestFile(kc, 'manifests/status-write-policy.yaml');
-    const api = kc.makeApiClient(ApiextensionsV1Api);
-    for (const name of names) {
-      await waitFor(async () => {
-        const crd = await api.readCustomResourceDefinition({ name });
-        return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
-      }, { what: `CRD ${name} to be Established`, timeoutMs: 30_000 });
-    }
+    await waitForCrdsEstablished(names);
   })();
   return installed;
 }
@@ -135,14 +129,7 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
   const as = (identity: 'admin' | 'manager' | 'approver') => restClient(cluster.kubeConfig(identity), { fieldManager: FIELD_MANAGER });
   const [admin, managerClient, approver] = await Promise.all([as('admin'), as('manager'), as('approver')]);
   const ns = await testNamespace(t);
-  await cluster.kubeConfig('admin').makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
-    namespace: ns,
-    body: {
-      metadata: { name: 'approvers' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: INSTALL.approverRole },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'ptah-approvers' }],
-    },
-  });
+  await bindApprovers(ns);
   const log = logger().child({ test: t.name, ns });
   const service = await startManagerService({ namespace: ns });
   const samples = await sampleObjects();

@@ -1,5 +1,6 @@
 // The versioned family: PtahMigration, its immutable plans (versions and checksums, no SQL), the approvals
 // that authorize an Apply, and the acknowledgments by which a person settles a run nobody could account for.
+import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
 import { conditionReason, conditionStatus, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
 import { array, boolean, integer, object, oneOf, optional, string, withDefault, type Input, type Static } from './schema.js';
@@ -208,28 +209,14 @@ export const ptahMigrationPlanKind = defineKind('PtahMigrationPlan', {
 });
 export type PtahMigrationPlan = ResourceOf<typeof ptahMigrationPlanKind>;
 
-export const ptahMigrationApprovalSpec = object({
-  migrationRef: objectRef,
-  planRef: objectRef,
-  planFingerprint: sha256(),
-  approver: optional(identity),
-  approvedAt: optional(timestamp()),
-  mutationRequestUID: optional(uid('The admission request that stamped the approver.')),
+export const ptahMigrationApprovalKind = approvalKind('PtahMigrationApproval', {
+  plan: 'PtahMigrationPlan',
+  refField: 'migrationRef',
+  refColumn: 'Migration',
+  conditionColumns: ['Consumed'],
 });
+export const ptahMigrationApprovalSpec = ptahMigrationApprovalKind.spec;
 export type PtahMigrationApprovalSpec = Static<typeof ptahMigrationApprovalSpec>;
-
-export const ptahMigrationApprovalKind = defineKind('PtahMigrationApproval', {
-  description: 'A person’s one-shot approval of exactly one PtahMigrationPlan.',
-  spec: ptahMigrationApprovalSpec,
-  status: conditionsStatus,
-  immutableSpec: 'an approval is immutable; create a new approval instead',
-  printerColumns: [
-    { name: 'Migration', type: 'string', jsonPath: '.spec.migrationRef.name' },
-    { name: 'Plan', type: 'string', jsonPath: '.spec.planRef.name' },
-    { name: 'Approver', type: 'string', jsonPath: '.spec.approver.username' },
-    { name: 'Consumed', type: 'string', jsonPath: conditionStatus('Consumed') },
-  ],
-});
 export type PtahMigrationApproval = ResourceOf<typeof ptahMigrationApprovalKind>;
 
 export const ptahMigrationRunAcknowledgmentSpec = object({

@@ -1,5 +1,6 @@
 // The declarative family: PtahSchema, its immutable plans and plan chunks, and the approvals that authorize a
 // plan's Apply.
+import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
 import { conditionReason, conditionStatus, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
 import { array, boolean, integer, object, oneOf, optional, string, withDefault, type Input, type Static } from './schema.js';
@@ -17,7 +18,6 @@ import {
   dnsSubdomain,
   executionBinding,
   executionSpec,
-  identity,
   interval,
   leaseDurationSeconds,
   leaseEpoch,
@@ -254,27 +254,12 @@ export const ptahSchemaPlanChunkKind = defineKind('PtahSchemaPlanChunk', {
 });
 export type PtahSchemaPlanChunk = ResourceOf<typeof ptahSchemaPlanChunkKind>;
 
-export const ptahSchemaApprovalSpec = object({
-  schemaRef: objectRef,
-  planRef: objectRef,
-  planFingerprint: sha256(),
-  approver: optional(identity),
-  approvedAt: optional(timestamp()),
-  mutationRequestUID: optional(uid('The admission request that stamped the approver.')),
+export const ptahSchemaApprovalKind = approvalKind('PtahSchemaApproval', {
+  plan: 'PtahSchemaPlan',
+  refField: 'schemaRef',
+  refColumn: 'Schema',
+  conditionColumns: ['Consumed', 'Stale'],
 });
+export const ptahSchemaApprovalSpec = ptahSchemaApprovalKind.spec;
 export type PtahSchemaApprovalSpec = Static<typeof ptahSchemaApprovalSpec>;
-
-export const ptahSchemaApprovalKind = defineKind('PtahSchemaApproval', {
-  description: 'A person’s one-shot approval of exactly one PtahSchemaPlan.',
-  spec: ptahSchemaApprovalSpec,
-  status: conditionsStatus,
-  immutableSpec: 'an approval is immutable; create a new approval instead',
-  printerColumns: [
-    { name: 'Schema', type: 'string', jsonPath: '.spec.schemaRef.name' },
-    { name: 'Plan', type: 'string', jsonPath: '.spec.planRef.name' },
-    { name: 'Approver', type: 'string', jsonPath: '.spec.approver.username' },
-    { name: 'Consumed', type: 'string', jsonPath: conditionStatus('Consumed') },
-    { name: 'Stale', type: 'string', jsonPath: conditionStatus('Stale') },
-  ],
-});
 export type PtahSchemaApproval = ResourceOf<typeof ptahSchemaApprovalKind>;

@@ -16,7 +16,7 @@ import type {
 } from '@kubernetes/client-node';
 import { DurationError, parseDuration } from '../api/duration.js';
 import { canonicalJson, digest, isDigest } from '../canonical.js';
-import { jobNameFor, JobNameError, type Family } from '../naming.js';
+import { claimJobName, JobNameError, type Family } from '../naming.js';
 import { snapshotProblem, type SnapshotLike } from '../podintent.js';
 import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '../planstore.js';
 import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
@@ -303,16 +303,7 @@ function checkClaim(family: Family, owner: JobOwner, claim: ClaimedOperation): v
   instant(claim.startedAt, 'startedAt');
   let expected: string;
   try {
-    expected = jobNameFor({
-      family,
-      ownerName: owner.name,
-      ownerUid: owner.uid,
-      operationType: claim.type,
-      operationId: claim.id,
-      executionBindingId: claim.executionBindingID,
-      inputFingerprint: claim.inputFingerprint,
-      attempt: claim.attempt,
-    });
+    expected = claimJobName(family, owner, claim);
   } catch (e) {
     if (e instanceof JobNameError) throw new JobBuildError('InvalidClaim', `the claim names no Job: ${e.message}`);
     throw e;
