@@ -44,9 +44,19 @@ export const ROWS: Row[] = [
 ];
 
 /**
- * Rows measured in production order only: the manager stopped right after the mark, before the one create, must
- * record the outcome Unknown and never create the Job.
+ * The other faults a step's durable write can meet, measured in production order (the boundary rows above already
+ * have their swapped runs): every write step's write failing, and the process stopping right after it.
  */
+export const RECOVERY_ROWS: Omit<Row, 'swap' | 'problem'>[] = [
+  { step: 'lease', arm: 'fail' },
+  { step: 'lease', arm: 'stop-after' },
+  { step: 'snapshot', arm: 'stop-after' },
+  { step: 'consume', arm: 'stop-after' },
+  { step: 'create', arm: 'fail' },
+  { step: 'record', arm: 'fail' },
+];
+
+/** The manager stopped right after the mark, before the one create: Unknown, and the Job is never created. */
 export const STOP_AFTER_MARK: Omit<Row, 'swap' | 'problem'> = { step: 'mark', arm: 'stop-after' };
 
 interface View {
@@ -210,7 +220,11 @@ export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order:
   } else {
     if (end.claimIsOurs && !end.claim?.jobUID) problems.add('the claim never reached its Job after 12 passes');
     if (!end.claimIsOurs && !end.uncertain && !(await world.get(NAME)).status?.lastRun) problems.add('the claim was retired without dispatching and without a record');
-    if (end.uncertain && !markedWithoutJob) problems.add('the claim was recorded unaccounted although it was not marked without a Job');
+    // Unaccounted is right only where nobody can say whether a Job exists: a durable mark without a Job, or a create
+    // that failed (it may have been stored). A Job that was created and answered for must be adopted instead.
+    const createFailed = faults.calls.some((c) => c.verb === 'create' && c.kind === 'Job' && c.name === claim.jobName && !c.ok) &&
+      !faults.createdJobs.includes(claim.jobName);
+    if (end.uncertain && !markedWithoutJob && !createFailed) problems.add('the claim was recorded unaccounted although it was not marked without a Job and its create did not fail');
   }
   const audit = recordedOnlyConfirmed(faults.calls);
   if (audit) problems.add(audit);

@@ -3,10 +3,10 @@
 // prevents (the seed's dispatch-order test, for PtahMigration).
 import t from 'tap';
 import { ORDER, swapped } from '../../src/shared/lifecycle/dispatch.js';
-import { ROWS, runRow, STOP_AFTER_MARK } from './dispatch-order-world.js';
+import { RECOVERY_ROWS, ROWS, runRow, STOP_AFTER_MARK } from './dispatch-order-world.js';
 
 t.test('each dispatch step leaves a state the next pass recovers from', async (t) => {
-  for (const row of ROWS) {
+  for (const row of [...ROWS, ...RECOVERY_ROWS]) {
     await t.test(`${row.step}: ${row.arm}`, async (t) => {
       const result = await runRow(t, row, ORDER);
       t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
