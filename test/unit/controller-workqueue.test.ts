@@ -225,8 +225,7 @@ t.test('shutDown drops waiting keys, ignores new adds, and resolves only after h
   q.done('held');
   await shut;
   t.equal(drained, true);
-  await q.shutDown();
-  t.pass('a second shutDown resolves at once');
+  await t.resolves(q.shutDown(), 'a second shutDown resolves at once');
 });
 
 t.test('a worker waiting in get() is released by shutDown', async (t) => {
