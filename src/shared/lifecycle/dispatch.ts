@@ -60,7 +60,7 @@ export interface DispatchDeps {
   lock: TargetLock;
 }
 
-/** Thrown by a write that must not be followed by more writes in this pass (tests: a stopped process). */
+/** The driver was handed a claim it must not dispatch (a defect in the caller, never a retry). */
 export class DispatchRefused extends Error {
   override name = 'DispatchRefused';
 }
@@ -87,7 +87,10 @@ const end = (why: string, requeueAfterMs = 0): StepOutcome => ({ next: false, en
  */
 export async function dispatch(family: DispatchFamily, deps: DispatchDeps, order: DispatchOrder = ORDER): Promise<PassEnd> {
   const { claim, operation } = family;
-  if (!operation.known) return (await stopUnknown(family)).end;
+  if (!operation.known) {
+    // A type this binary does not know is neither mutating nor read-only: nothing may act on it.
+    return { why: `operation type ${JSON.stringify(claim.type)} is not known to this manager`, requeueAfterMs: 60_000 };
+  }
   if (operation.mutating && mayHaveDispatched(claim)) {
     throw new DispatchRefused(`claim ${claim.id} may already have dispatched; it is supervised, never dispatched again`);
   }
@@ -114,11 +117,6 @@ export async function dispatch(family: DispatchFamily, deps: DispatchDeps, order
     if (!outcome.next) return outcome.end;
   }
   return { why: 'dispatched', requeueAfterMs: 2_000 };
-}
-
-async function stopUnknown(family: DispatchFamily): Promise<{ end: PassEnd }> {
-  // A type this binary does not know is neither mutating nor read-only: nothing may act on it.
-  return { end: { why: `operation type ${JSON.stringify(family.claim.type)} is not known to this manager`, requeueAfterMs: 60_000 } };
 }
 
 async function authorizeStep(family: DispatchFamily): Promise<StepOutcome> {
