@@ -13,7 +13,7 @@ import type { V1ConfigMap, V1Job, V1Secret } from '@kubernetes/client-node';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import { parseAllDocuments } from 'yaml';
-import { migrationControllerRegistration } from '../../src/controller/migration/register.js';
+import { migrationControllerRegistration, type MigrationControllerOptions } from '../../src/controller/migration/register.js';
 import { startController, type ManagerHandle } from '../../src/controller/manager.js';
 import { Informer } from '../../src/controller/informer.js';
 import type { DispatchOrder } from '../../src/shared/lifecycle/dispatch.js';
@@ -71,10 +71,18 @@ export interface MigrationWorld {
   approvalFor(name: string, plan: { name: string; uid: string; fingerprint: string }): Promise<PtahMigrationApproval>;
   acknowledge(name: string, operationID: string): Promise<PtahMigrationRunAcknowledgment>;
   plan(name: string): Promise<PtahMigrationPlan>;
-  /** Starts (again) the controller manager running the migration controller; the previous one must be stopped. */
-  startController(order?: DispatchOrder): Promise<void>;
+  /**
+   * Starts (again) the controller manager running the migration controller; the previous one must be stopped.
+   * `manager` is the release it believes it is (an operator upgrade, or a moved execution binding).
+   */
+  startController(order?: DispatchOrder, manager?: ManagerIdentity): Promise<void>;
   stopController(): Promise<void>;
+  /** Every stored version of the PtahMigration `name` from now on, in the order the API server stored them. */
+  watchMigration(name: string): Promise<PtahMigration[]>;
 }
+
+/** The manager release a started controller believes it is. */
+export type ManagerIdentity = MigrationControllerOptions['manager'];
 
 export interface CreateMigration {
   name: string;
@@ -143,6 +151,7 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
   jobs.start();
   await jobs.waitForSync();
 
+  const watches: Informer<PtahMigration>[] = [];
   let handle: ManagerHandle | undefined;
   const ref = (kind: keyof typeof KINDS, name: string): ResourceRef => ({ apiVersion: API_VERSION, kind: KINDS[kind].kind, namespace: ns, name });
   const get = (name: string) => admin.get<PtahMigration>(ref('PtahMigration', name));
@@ -245,7 +254,7 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
         spec: { migrationRef: { name, uid: m.metadata.uid! }, operationID },
       } as PtahMigrationRunAcknowledgment);
     },
-    async startController(order) {
+    async startController(order, manager = MANAGER) {
       if (handle) throw new Error('the controller manager is already running');
       const kubeConfig = cluster.kubeConfig('manager');
       const started = startController({
@@ -255,7 +264,7 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
         leaseNamespace: ns,
         leaseName: 'ptah-manager',
         leaderElection: { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 },
-        controllers: [migrationControllerRegistration({ manager: MANAGER, namespace: ns, order })],
+        controllers: [migrationControllerRegistration({ manager, namespace: ns, order })],
       });
       handle = started;
       await waitFor(async () => (started.isLeader() && started.ready() ? true : undefined), { what: 'the controller manager to lead and sync', timeoutMs: 30_000 });
@@ -264,6 +273,20 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
       const running = handle;
       handle = undefined;
       await running?.stop();
+    },
+    async watchMigration(name) {
+      const states: PtahMigration[] = [];
+      const informer = new Informer<PtahMigration>({ kubeConfig: cluster.kubeConfig('admin'), apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind,
+        namespace: ns, fieldSelector: `metadata.name=${name}`, logger: log });
+      const keep = (m: PtahMigration) => {
+        states.push(structuredClone(m));
+      };
+      informer.on('add', keep);
+      informer.on('update', keep);
+      watches.push(informer);
+      informer.start();
+      await informer.waitForSync();
+      return states;
     },
   };
 
@@ -276,6 +299,7 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
         { what: 'the test\'s PtahMigrations to be deleted', timeoutMs: 30_000 }).catch(() => undefined);
     }
     await world.stopController();
+    for (const watch of watches) await watch.stop();
     await jobs.stop();
     await service.stop();
     for (const db of databases) await db.drop();
