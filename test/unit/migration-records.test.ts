@@ -5,9 +5,11 @@ import t from 'tap';
 import { pino } from 'pino';
 import { MigrationPass, type MigrationDeps } from '../../src/controller/migration/context.js';
 import { retireMigrationClaim, SecondReleaseError } from '../../src/controller/migration/retire.js';
+import { reconcileMigrationDeletion } from '../../src/controller/migration/deletion.js';
+import { placeholderLeaseEpoch } from '../../src/controller/migration/fingerprint.js';
 import { reconcileUnresolvedRunCopy } from '../../src/controller/migration/unresolved.js';
 import type { PtahMigration, UnresolvedRun } from '../../src/shared/api/migration-kinds.js';
-import { ANNOTATIONS } from '../../src/shared/api/names.js';
+import { ANNOTATIONS, FINALIZERS } from '../../src/shared/api/names.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { canonicalJson, sha256Digest } from '../../src/shared/canonical.js';
 import { ApiError, type KubeClient, type KubeObject } from '../../src/shared/kube-client.js';
@@ -19,10 +21,13 @@ const NOW = new Date('2030-01-01T00:00:00.000Z');
 /** One stored PtahMigration: status PUTs and annotation merge patches, each guarded by resourceVersion. */
 class OneObjectClient {
   writes: string[] = [];
+  /** Status writes and realm releases in the order they happened, each with the status stored at that moment. */
+  order: { what: 'status' | 'release' | 'finalizer'; stored: PtahMigration['status'] }[] = [];
   constructor(public stored: PtahMigration) {}
   private bump(next: PtahMigration, what: string): PtahMigration {
     this.stored = { ...next, metadata: { ...next.metadata, resourceVersion: String(Number(this.stored.metadata.resourceVersion) + 1) } };
     this.writes.push(what);
+    if (what === 'status') this.order.push({ what, stored: structuredClone(this.stored.status) });
     return structuredClone(this.stored);
   }
   private guard(rv: string | undefined): void {
@@ -33,7 +38,13 @@ class OneObjectClient {
     this.guard(m.metadata.resourceVersion);
     return this.bump({ ...this.stored, status: structuredClone(m.status) }, 'status') as unknown as T;
   }
-  async patch<T extends KubeObject>(_ref: unknown, body: { metadata: { resourceVersion?: string; annotations: Record<string, string | null> } }): Promise<T> {
+  async patch<T extends KubeObject>(_ref: unknown, body: { metadata: { resourceVersion?: string; annotations: Record<string, string | null> } } | unknown[]): Promise<T> {
+    if (Array.isArray(body)) {
+      // A JSON patch is the finalizer helper's: recorded, not applied (the tests read which writes came in what order).
+      this.writes.push('finalizer patch');
+      this.order.push({ what: 'finalizer', stored: structuredClone(this.stored.status) });
+      return structuredClone(this.stored) as unknown as T;
+    }
     this.guard(body.metadata.resourceVersion);
     const annotations = { ...this.stored.metadata.annotations };
     for (const [key, value] of Object.entries(body.metadata.annotations)) {
@@ -44,6 +55,9 @@ class OneObjectClient {
   }
   async tryGet(): Promise<undefined> {
     return undefined;
+  }
+  async list(): Promise<never[]> {
+    return [];
   }
 }
 const value = (body: { metadata: { annotations: Record<string, string | null> } }) =>
@@ -66,7 +80,13 @@ function world(status: PtahMigration['status'], annotations: Record<string, stri
   });
   const events: string[] = [];
   const releases: ReleaseRequest[] = [];
-  const lock = { release: async (r: ReleaseRequest) => (releases.push(r), 'released' as const) } as unknown as TargetLock;
+  const lock = {
+    release: async (r: ReleaseRequest) => {
+      releases.push(r);
+      client.order.push({ what: 'release', stored: structuredClone(client.stored.status) });
+      return 'released' as const;
+    },
+  } as unknown as TargetLock;
   const deps: MigrationDeps = {
     client: client as unknown as KubeClient,
     events: { record: (_m, e) => events.push(`${e.type} ${e.reason}`) },
@@ -152,6 +172,10 @@ t.test('retirement stages the release it owes in the write that clears the claim
   await retireMigrationClaim(pass, { disposition: 'accounted', why: 'Applied', record: (s) => { s.lastRun = { outcome: 'Applied', operationID: apply.id, jobName: apply.jobName, startedAt: apply.startedAt, appliedVersions: ['1'] }; } });
   t.same(client.writes, ['status', 'status'], 'the outcome write, then the write clearing the staged release');
   t.same(releases, [{ coordinationDigest: d('realm'), holder: { resourceUid: 'uid-1', operationId: apply.id }, epoch: apply.leaseEpoch }]);
+  t.same(client.order.map((o) => o.what), ['status', 'release', 'status'], 'the release follows the durable write and precedes clearing it');
+  const atRelease = client.order[1]!.stored;
+  t.notOk(atRelease?.activeOperation, 'when the release ran, the stored status no longer named the claim');
+  t.match(atRelease?.pendingLockRelease, { operationID: apply.id, leaseEpoch: apply.leaseEpoch }, 'and it recorded the release owed');
   t.notOk(client.stored.status?.activeOperation);
   t.notOk(client.stored.status?.pendingLockRelease);
   t.equal(client.stored.status?.lastRun?.outcome, 'Applied');
@@ -177,4 +201,33 @@ t.test('a read-only claim owes nothing; a second owed release is refused', async
   const twice = world({ activeOperation: apply, pendingLockRelease: owed });
   await t.rejects(retireMigrationClaim(twice.pass, { disposition: 'discard', why: 'x' }), SecondReleaseError);
   t.same(twice.client.writes, [], 'nothing written');
+});
+
+t.test('a claim that never took the realm (its epoch is still the placeholder) owes no release', async (t) => {
+  const undispatched = claim('Apply', d('fresh'), { coordinationDigest: d('realm'), leaseDurationSeconds: 1020 });
+  const { pass, client, releases } = world({ activeOperation: { ...undispatched, leaseEpoch: placeholderLeaseEpoch(undispatched.id) } });
+  await retireMigrationClaim(pass, { disposition: 'discard', why: 'InputsChanged' });
+  t.same(releases, [], 'nothing released');
+  t.same(client.writes, ['status']);
+  t.notOk(client.stored.status?.pendingLockRelease, 'and no release staged');
+  const taken = world({ activeOperation: { ...undispatched, leaseEpoch: `v1-${'d'.repeat(32)}` } });
+  await retireMigrationClaim(taken.pass, { disposition: 'discard', why: 'InputsChanged' });
+  t.equal(taken.releases.length, 1, 'a claim holding a real epoch hands it back');
+});
+
+t.test('deletion retires a dispatched Apply through the one retirement: the release follows the status write', async (t) => {
+  const deleting = (status: PtahMigration['status']) => {
+    const w = world(status);
+    w.client.stored.metadata.deletionTimestamp = NOW;
+    w.client.stored.metadata.finalizers = [FINALIZERS.migration];
+    return { ...w, pass: new MigrationPass(w.pass.deps, structuredClone(w.client.stored)) };
+  };
+  const { pass, client, releases, events } = deleting({ activeOperation: apply });
+  await reconcileMigrationDeletion(pass);
+  t.same(events, ['Warning ActiveRunDiscarded']);
+  t.equal(releases.length, 1, 'nothing of the run can still write (no Job, no Pod), so the realm goes back');
+  t.same(client.order.map((o) => o.what), ['status', 'release', 'status'], 'the claim is cleared and the release staged before the release');
+  t.notOk(client.order[0]!.stored?.activeOperation, 'the first write clears the claim');
+  t.match(client.order[0]!.stored?.pendingLockRelease, { operationID: apply.id });
+  t.same(client.stored.metadata.finalizers, [FINALIZERS.migration], 'the finalizer comes off on the next pass, with nothing left to release');
 });

@@ -15,7 +15,7 @@ import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { isJobTerminal } from './evidence.js';
 import { harvestMigrationApply, harvestMigrationHistory } from './harvest.js';
-import { claimInputsHold, claimPlan, holdMigrationJobToItsClaim, rebuildMigrationJob, validateAdoptedMigrationJobIntent } from './job.js';
+import { claimInputsHold, claimPlan, holdMigrationJobToItsClaim, rebuildMigrationJob } from './job.js';
 import { currentMigrationPlan } from './plan.js';
 import { retireMigrationClaim } from './retire.js';
 import { publishReport, writeClaimFields, type Report } from './status.js';
@@ -65,15 +65,19 @@ async function settleLostJob(pass: MigrationPass, claim: ActiveOperation, reason
   return retryMigrationReading(pass, message);
 }
 
-/** A Job found under the reserved name with no UID recorded: adopted once it is held to the claim. */
+/**
+ * A Job found under the reserved name with no UID recorded (a pass stopped between the create and the UID write):
+ * held to the claim as supervision holds it (to its rebuild while the inputs hold, to what the claim fixes once
+ * they moved), then adopted by UID. A suspension or spec edit landing in that window does not retire a running
+ * Apply: its Lease keeps being renewed, and the terminal pass settles it without reading its result.
+ */
 async function adoptMigrationJob(pass: MigrationPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
-  const inputs = await claimInputsHold(pass, claim);
-  if (!inputs.hold) return settleLostJob(pass, claim, 'InputsChanged', `Job ${claim.jobName} cannot be confirmed: ${inputs.why}`);
-  const verdict = validateAdoptedMigrationJobIntent(pass, claim, job, inputs.plan);
-  if (!verdict.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${verdict.reason}`);
+  const held = await holdMigrationJobToItsClaim(pass, claim, job);
+  if (!held.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${held.why}`);
   const mutating = migrationOperation(claim.type).mutating;
   await writeClaimFields(pass, claim.id, { jobUID: job.metadata!.uid!, ...(mutating ? { dispatchStarted: true } : {}) });
-  pass.event('Normal', 'OperationAdopted', `Job ${claim.jobName} (${claim.type}) was adopted by UID`, 'Dispatch');
+  const moved = held.inputsHold ? '' : `; its inputs moved (${held.why}), so its result will not be read`;
+  pass.event('Normal', 'OperationAdopted', `Job ${claim.jobName} (${claim.type}) was adopted by UID${moved}`, 'Dispatch');
   return endPass('Job adopted');
 }
 
@@ -84,7 +88,13 @@ async function adoptMigrationJob(pass: MigrationPass, claim: ActiveOperation, jo
  * rather than retryable. Returns the end of the pass when it wrote.
  */
 async function acquireMigrationApplyLock(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd | undefined> {
-  if (!claim.coordinationDigest || !claim.leaseDurationSeconds) return undefined;
+  if (!claim.coordinationDigest || !claim.leaseDurationSeconds) {
+    // A dispatched Apply that records no realm or Lease duration cannot show it held the realm throughout.
+    if (claim.leaseContinuityLost) return undefined;
+    await writeClaimFields(pass, claim.id, { leaseContinuityLost: true });
+    pass.event('Warning', 'LeaseContinuityLost', `operation ${claim.id} was dispatched without a realm or Lease duration on record; its result will not be trusted`);
+    return endPass('Lease continuity lost');
+  }
   const result = await pass.lock.acquire({
     coordinationDigest: claim.coordinationDigest,
     holder: { resourceUid: pass.uid, operationId: claim.id },
@@ -134,14 +144,20 @@ async function superviseMigrationJob(pass: MigrationPass, claim: ActiveOperation
   return claim.type === 'Apply' ? harvestMigrationApply(pass, claim, job, held.plan) : harvestMigrationHistory(pass, claim, job);
 }
 
+/** A claim the driver refused is a defect no retry can mend: looked at again this often, in case a person or a newer manager repairs it. */
+const REFUSED_CLAIM_RETRY_MS = 60_000;
+
 async function dispatchMigrationClaim(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd> {
   const family = migrationDispatchFamily(pass, claim);
   try {
     const end = await dispatch(family, { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
     return endPass(end.why, Math.min(end.requeueAfterMs, DISPATCH_POLL_MS));
   } catch (e) {
-    if (e instanceof DispatchRefused) return endPass(e.message);
-    throw e;
+    if (!(e instanceof DispatchRefused)) throw e;
+    const message = `operation ${claim.id} (${claim.type}) cannot be dispatched: ${e.message}`;
+    await publishReport(pass, { phase: 'Blocked', reason: 'ClaimRefused', message });
+    pass.event('Warning', 'ClaimRefused', message, 'Dispatch');
+    return endPass(e.message, REFUSED_CLAIM_RETRY_MS);
   }
 }
 
@@ -188,10 +204,11 @@ function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): D
     consumeApproval: async () => {
       try {
         await consumeMigrationApproval(pass, current());
+        return true;
       } catch (e) {
         if (!(e instanceof ApprovalGoneError)) throw e;
         await discard('ApprovalWithdrawn', e.message);
-        throw new DispatchRefused(e.message);
+        return false;
       }
     },
     writeClaim: (fields) => writeClaimFields(pass, id, fields),
@@ -202,6 +219,7 @@ function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): D
     announceStarted: (job) => {
       pass.event('Normal', 'OperationStarted', `${claim.type} operation ${id} dispatched as Job ${job.metadata?.name} (uid ${job.metadata?.uid})`, 'Dispatch');
     },
+    warn: (reason, message) => pass.event('Warning', reason, message, 'Dispatch'),
   };
 }
 

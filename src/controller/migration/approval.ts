@@ -23,7 +23,8 @@ function approves(pass: MigrationPass, approval: PtahMigrationApproval, plan: Pt
     Boolean(spec.approver?.username && spec.approvedAt && spec.mutationRequestUID);
 }
 
-const consumedBy = (approval: PtahMigrationApproval, claimId: string): boolean => condition(approval, 'Consumed')?.message.includes(claimId) === true;
+/** Spent by this very claim: read from status.consumedBy, which the spending write sets with the condition. */
+const consumedBy = (approval: PtahMigrationApproval, claimId: string): boolean => approval.status?.consumedBy?.operationID === claimId;
 
 /** The oldest unspent, not-stale approval of exactly this plan, read uncached. */
 export async function findMigrationApproval(pass: MigrationPass, plan: PtahMigrationPlan): Promise<PtahMigrationApproval | undefined> {
@@ -66,7 +67,9 @@ export async function consumeMigrationApproval(pass: MigrationPass, claim: Activ
     if (consumedBy(approval, claim.id)) return;
     throw new ApprovalGoneError(`approval ${ref.name} was spent by another operation`);
   }
-  const conditions = withCondition(approval.status?.conditions, 'Consumed', 'True', 'DispatchCommitted', `spent by operation ${claim.id}`, approval.metadata.generation ?? 0, pass.nowIso());
-  await pass.deps.client.update<PtahMigrationApproval>({ ...approval, status: { ...approval.status, observedGeneration: approval.metadata.generation, conditions } }, { subresource: 'status' });
+  const now = pass.nowIso();
+  const conditions = withCondition(approval.status?.conditions, 'Consumed', 'True', 'DispatchCommitted', `spent by operation ${claim.id}`, approval.metadata.generation ?? 0, now);
+  const status = { ...approval.status, observedGeneration: approval.metadata.generation, conditions, consumedBy: { operationID: claim.id, consumedAt: now } };
+  await pass.deps.client.update<PtahMigrationApproval>({ ...approval, status }, { subresource: 'status' });
   pass.event('Normal', 'ApprovalConsumed', `approval ${ref.name} by ${approval.spec.approver?.username ?? 'unknown'} was spent on operation ${claim.id}`, 'Dispatch');
 }

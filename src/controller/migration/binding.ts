@@ -35,10 +35,13 @@ function boundComponentsMoved(pass: MigrationPass, binding: ExecutionBinding): b
     binding.runnerProtocolVersion !== m.runnerProtocolVersion;
 }
 
-/** Whether only what the binding records (manager images and revision) differs. */
+/**
+ * Whether only what the binding records (the controller image and revision) differs. The runner image is the
+ * executor image, so it moves with the bound components, never on its own.
+ */
 function recordedComponentsMoved(pass: MigrationPass, binding: ExecutionBinding): boolean {
   const m = pass.deps.manager;
-  return binding.runnerImage !== m.runnerImage || binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision;
+  return binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision;
 }
 
 /**
@@ -58,7 +61,13 @@ export async function reconcileMigrationExecutionBinding(pass: MigrationPass): P
     return endPass('execution binding record updated');
   }
   const claim = pass.claim;
-  if (claim && migrationOperation(claim.type).mutating && mayHaveDispatched(claim)) {
+  const operation = claim && migrationOperation(claim.type);
+  if (claim && !operation?.known) {
+    // A claim a newer manager wrote answers no to every question, "may it be discarded" included: the binding
+    // does not move under it (reconcileActiveMigration reports it Blocked until a manager that knows it finishes it).
+    return undefined;
+  }
+  if (claim && operation?.mutating && mayHaveDispatched(claim)) {
     return applyUncertainUnderBindingChange(pass);
   }
   const epoch = newEpoch();

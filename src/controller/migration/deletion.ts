@@ -34,20 +34,27 @@ export async function reconcileMigrationFinalizer(pass: MigrationPass): Promise<
   return undefined;
 }
 
-/** Deletion does not wait for anything: it announces what is lost, hands back what nothing can still use, and lets go. */
+/**
+ * Deletion does not wait for anything: it announces what is lost, retires the claim through the family's one
+ * retirement function (so any release follows the durable write that clears the claim), and lets go.
+ */
 export async function reconcileMigrationDeletion(pass: MigrationPass): Promise<PassEnd> {
   if (!hasFinalizer(pass.m, FINALIZERS.migration)) return endPass('deleting; nothing held', 60_000);
   const claim = pass.claim;
   if (claim) {
     const operation = migrationOperation(claim.type);
-    if (operation.mutating && mayHaveDispatched(claim)) {
+    if (!operation.known) {
+      // Unknown answers no to every question, "may I retire it" included: the claim goes with the resource
+      // untouched, and whatever Lease it holds expires by itself.
+      pass.event('Warning', 'ActiveRunDiscarded', `the resource is deleted while a ${JSON.stringify(claim.type)} operation ${claim.id}, which this manager does not know, is in flight; ` +
+        'it is left untouched and any realm Lease it holds is left to expire');
+    } else if (operation.mutating && mayHaveDispatched(claim)) {
       const mayStillWrite = await dispatchedApplyMayStillWrite(pass, claim);
       pass.event('Warning', 'ActiveRunDiscarded', `the resource is deleted while Apply operation ${claim.id} (Job ${claim.jobName}) may have run; ` +
         `its outcome will never be recorded. ${mayStillWrite ? 'It may still be writing, so its realm Lease is left to expire.' : 'Nothing of it can still write.'}`);
-      if (!mayStillWrite && claim.coordinationDigest && claim.leaseEpoch) {
-        await pass.lock.release({ coordinationDigest: claim.coordinationDigest, holder: { resourceUid: pass.uid, operationId: claim.id }, epoch: claim.leaseEpoch });
-      }
-    } else if (operation.known) {
+      await retireMigrationClaim(pass, { disposition: 'unaccounted', why: 'Deleting', mayStillWrite });
+      return endPass('dispatched claim retired on deletion');
+    } else {
       // Nothing was dispatched (or it only read): retire it, handing back a realm it may hold.
       await retireMigrationClaim(pass, { disposition: 'discard', why: 'Deleting' });
       return endPass('undispatched claim retired on deletion');

@@ -56,6 +56,11 @@ export function placeholderLeaseEpoch(operationId: string): string {
   return `v1-${operationId.slice('sha256:'.length, 'sha256:'.length + 32)}`;
 }
 
+/** Whether the claim ever took the realm: it names an epoch, and not the placeholder it was claimed with. */
+export function leaseTaken(claim: { id: string; leaseEpoch?: string }): boolean {
+  return Boolean(claim.leaseEpoch) && claim.leaseEpoch !== placeholderLeaseEpoch(claim.id);
+}
+
 /**
  * An Apply's execution window in seconds: spec.execution.activeDeadlineSeconds, cut to what a Lease can outlive
  * (the Lease must be able to last the window plus both graces).

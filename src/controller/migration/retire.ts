@@ -9,6 +9,7 @@ import { CLEANUP_TTL_SECONDS, match } from '../../shared/jobclaim.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
 import { retirement, type Disposition } from '../../shared/lifecycle/retirement.js';
 import type { MigrationPass } from './context.js';
+import { leaseTaken } from './fingerprint.js';
 import { writeMigrationStatus, type Report } from './status.js';
 
 export interface ClaimRetirement {
@@ -32,7 +33,7 @@ export class SecondReleaseError extends Error {
 /** The release a retiring claim owes, when it recorded everything a release needs. */
 function owedRelease(claim: ActiveOperation): PendingLockRelease | undefined {
   const { coordinationDigest, leaseDurationSeconds, leaseEpoch } = claim;
-  if (!coordinationDigest || !leaseDurationSeconds || !leaseEpoch) return undefined;
+  if (!coordinationDigest || !leaseDurationSeconds || !leaseEpoch || !leaseTaken(claim)) return undefined;
   return { coordinationDigest, operationID: claim.id, leaseDurationSeconds, leaseEpoch };
 }
 
@@ -44,7 +45,7 @@ export async function retireMigrationClaim(pass: MigrationPass, retire: ClaimRet
   await giveJobCleanupTtl(pass, claim, retire.job);
 
   const release = retirement({
-    claim: { mutating: operation.mutating, servesProof: false, locked: operation.holdsRealm && Boolean(claim.leaseEpoch), proofOutstanding: false },
+    claim: { mutating: operation.mutating, servesProof: false, locked: operation.holdsRealm && leaseTaken(claim), proofOutstanding: false },
     disposition: retire.disposition,
     recordHoldsRealm: false,
     mayStillWrite: retire.mayStillWrite ?? false,

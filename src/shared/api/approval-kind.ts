@@ -3,7 +3,7 @@
 import { conditionStatus, defineKind } from './kind.js';
 import type { KindName } from './names.js';
 import { object, optional } from './schema.js';
-import { conditionsStatus, identity, objectRef, sha256, timestamp, uid } from './shapes.js';
+import { conditionsStatusFields, identity, objectRef, sha256, timestamp, uid } from './shapes.js';
 
 /** The spec of an approval: the resource (under `refField`, e.g. schemaRef), the plan, and who approved it when. */
 function approvalSpec<R extends string>(refField: R) {
@@ -18,6 +18,18 @@ function approvalSpec<R extends string>(refField: R) {
     mutationRequestUID: optional(uid('The admission request that stamped the approver.')),
   });
 }
+
+/**
+ * The status of an approval: its conditions, and which operation spent it. "Spent by this claim" is read from
+ * consumedBy, a field the manager writes with the Consumed condition, never from a condition's human text.
+ */
+const approvalStatus = object({
+  ...conditionsStatusFields,
+  consumedBy: optional(object({
+    operationID: sha256('The operation that spent this approval.'),
+    consumedAt: timestamp(),
+  }, { description: 'The operation that spent this approval, written with its Consumed condition.' })),
+});
 
 export interface ApprovalKindOptions<R extends string> {
   /** The plan kind it approves. */
@@ -35,7 +47,7 @@ export function approvalKind<K extends KindName, R extends string>(kind: K, opti
   return defineKind(kind, {
     description: `A person’s one-shot approval of exactly one ${plan}.`,
     spec: approvalSpec(refField),
-    status: conditionsStatus,
+    status: approvalStatus,
     immutableSpec: 'an approval is immutable; create a new approval instead',
     printerColumns: [
       { name: refColumn, type: 'string', jsonPath: `.spec.${refField}.name` },

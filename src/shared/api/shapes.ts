@@ -206,10 +206,12 @@ export type Condition = Static<typeof condition>;
 export const conditions = () => array(condition, { maxItems: 16, listType: 'map', listMapKeys: ['type'] });
 
 /** Status of the kinds whose only state is their conditions (plans, approvals, acknowledgments). */
-export const conditionsStatus = object({
+/** The fields of a status that holds only conditions, for kinds that add their own beside them. */
+export const conditionsStatusFields = {
   observedGeneration: optional(integer({ minimum: 0, format: 'int64' })),
   conditions: optional(conditions()),
-});
+};
+export const conditionsStatus = object(conditionsStatusFields);
 export type ConditionsStatus = Static<typeof conditionsStatus>;
 
 export const pinnedArtifact = object(
@@ -289,7 +291,6 @@ export const activeOperation = object(
     leaseEpoch: optional(leaseEpoch()),
     leaseContinuityLost: optional(boolean()),
     admissionSnapshot: optional(admissionSnapshot),
-    admissionSnapshotRefreshed: optional(boolean({ description: 'The snapshot was re-resolved once; a claim may do that only once.' })),
     dispatchStarted: optional(boolean({ description: 'Written before the one create; a missing Job after it is an unknown outcome.' })),
     dispatchNotAfter: optional(timestamp()),
     executionNotAfter: optional(timestamp()),

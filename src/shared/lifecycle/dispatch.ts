@@ -8,7 +8,7 @@ import { match } from '../jobclaim.js';
 import { resolveSnapshot, templateDigestOf, verifySnapshot, type AdmissionSnapshot } from '../podintent.js';
 import type { TargetLock } from '../targetlock.js';
 import type { ActiveOperation } from '../api/shapes.js';
-import { classifyCreate, failureOf } from './classify.js';
+import { classifyCreate, failureOf, refusedBeforeStorage } from './classify.js';
 import type { OperationAnswers } from './operations.js';
 
 export const ORDER = ['authorize', 'lease', 'stage', 'snapshot', 'consume', 'mark', 'create', 'confirm', 'record'] as const;
@@ -19,7 +19,7 @@ export type DispatchOrder = readonly DispatchStep[];
 export type DispatchClaim = ActiveOperation;
 
 /** Fields of the claim the driver writes, each in its own status patch guarded by the claim's ID. */
-export type ClaimWrite = Partial<Pick<DispatchClaim, 'leaseEpoch' | 'admissionSnapshot' | 'admissionSnapshotRefreshed' | 'dispatchStarted' | 'jobUID'>>;
+export type ClaimWrite = Partial<Pick<DispatchClaim, 'leaseEpoch' | 'admissionSnapshot' | 'dispatchStarted' | 'jobUID'>>;
 
 export type Authorization = { ok: true } | { ok: false; reason: string; message: string };
 
@@ -43,8 +43,11 @@ export interface DispatchFamily {
   stage(): Promise<boolean>;
   /** Rebuilds the claim's Job from its inputs (the same rebuild jobclaim.match is held to). */
   buildJob(snapshot: AdmissionSnapshot | undefined): Promise<V1Job>;
-  /** Step 5: spend the approval that authorized a mutating claim; idempotent for this claim. */
-  consumeApproval(): Promise<void>;
+  /**
+   * Step 5: spend the approval that authorized a mutating claim; idempotent for this claim. False when the approval
+   * can no longer be spent (deleted, replaced, spent by another claim) and the family retired the claim.
+   */
+  consumeApproval(): Promise<boolean>;
   /** One status patch of claim fields, refused by the family if the claim is no longer this claim. */
   writeClaim(fields: ClaimWrite): Promise<void>;
   /** A mutating claim whose outcome nobody can establish (the seed's finishUncertain…Apply). */
@@ -53,6 +56,8 @@ export interface DispatchFamily {
   retryReadOnly(reason: string): Promise<void>;
   /** Announces the dispatch (Event, telemetry); never fails the pass. */
   announceStarted(job: V1Job): void;
+  /** A Warning Event on the owner; never fails the pass. */
+  warn(reason: string, message: string): void;
 }
 
 export interface DispatchDeps {
@@ -101,8 +106,8 @@ export async function dispatch(family: DispatchFamily, deps: DispatchDeps, order
     stage: async () => ((await family.stage()) ? next : end('staging not complete')),
     snapshot: () => snapshotStep(family, state),
     consume: async () => {
-      if (operation.mutating) await family.consumeApproval();
-      return next;
+      if (!operation.mutating || (await family.consumeApproval())) return next;
+      return end('the approval could not be spent; the claim was retired');
     },
     mark: async () => {
       if (operation.mutating || operation.holdsRealm) await family.writeClaim({ dispatchStarted: true });
@@ -144,8 +149,9 @@ async function leaseStep(family: DispatchFamily, deps: DispatchDeps): Promise<St
   return next;
 }
 
-async function jobFor(family: DispatchFamily, state: PassState): Promise<V1Job> {
-  state.job ??= await family.buildJob(state.snapshot);
+/** The Job the snapshot step built; a driver that reaches the create without one was handed a broken order. */
+function builtJob(state: PassState): V1Job {
+  if (!state.job) throw new DispatchRefused('the Job was not built before the create: the snapshot step builds it, before the mark');
   return state.job;
 }
 
@@ -157,23 +163,30 @@ async function snapshotStep(family: DispatchFamily, state: PassState): Promise<S
   const persisted = claim.admissionSnapshot;
   if (persisted && verifySnapshot(persisted) && persisted.templateDigest === templateDigest) {
     state.snapshot = persisted;
+    // The Job the create submits is built here, under the snapshot, before the consume and the mark: building it
+    // reads and can fail, and nothing that can fail may sit between the mark and the create.
+    state.job = await family.buildJob(persisted);
     return next;
   }
-  if (persisted && claim.admissionSnapshotRefreshed) {
-    await family.retireUnauthorized({
-      reason: 'TemplateMoved',
-      message: 'the operation Pod template no longer matches its admission snapshot, which was already refreshed once',
-    });
-    return end('template moved after its one refresh');
+  if (persisted) {
+    // Refused, never refreshed (the seed: a later pass "refuses a template whose digest disagrees"). The snapshot is
+    // the envelope the claim's Job and Pod are judged by; re-resolving it would let the envelope move under the
+    // claim. Nothing has been dispatched, so retiring the claim costs only a new claim (and, in the one window
+    // where the approval was spent before a stop, a new approval, which authorizes nothing by itself).
+    const message = verifySnapshot(persisted)
+      ? `the operation Pod template (${templateDigest}) no longer matches the admission snapshot (${persisted.templateDigest}) the claim recorded`
+      : 'the admission snapshot the claim recorded does not verify';
+    family.warn('AdmissionSnapshotRefused', `operation ${claim.id}: ${message}; the claim is withdrawn before dispatch`);
+    await family.retireUnauthorized({ reason: 'TemplateMoved', message });
+    return end('template disagrees with the admission snapshot');
   }
   // Resolving the snapshot is its own boundary: the pass that writes it ends without creating anything.
-  const snapshot = resolveSnapshot(template);
-  await family.writeClaim(persisted ? { admissionSnapshot: snapshot, admissionSnapshotRefreshed: true } : { admissionSnapshot: snapshot });
+  await family.writeClaim({ admissionSnapshot: resolveSnapshot(template) });
   return end('admission snapshot recorded');
 }
 
 async function createStep(family: DispatchFamily, deps: DispatchDeps, state: PassState): Promise<StepOutcome> {
-  const job = await jobFor(family, state);
+  const job = builtJob(state);
   try {
     state.created = await deps.client.create(job);
     return next;
@@ -181,10 +194,13 @@ async function createStep(family: DispatchFamily, deps: DispatchDeps, state: Pas
     const verdict = classifyCreate(failureOf(e), family.operation.mutating);
     const message = e instanceof Error ? e.message : String(e);
     switch (verdict) {
-      case 'withdraw':
+      case 'withdraw': {
         // Refused before storage: nothing stands under the reserved name, so the marker goes back.
         await family.writeClaim({ dispatchStarted: false });
-        return end(`create refused before storage: ${message}`, 5_000);
+        const stage = refusedBeforeStorage(failureOf(e)) ?? 'refused';
+        family.warn('JobCreateRefused', `the create of Job ${job.metadata?.name} was refused before storage (${stage}); the claim withdraws its marker and creates it on a later pass: ${message}`);
+        return end(`create refused before storage (${stage}): ${message}`, 5_000);
+      }
       case 'uncertain':
         await family.finishUncertain('CreateOutcomeUnknown', `the Job create may have been stored: ${message}`);
         return end('create outcome unknown');
@@ -198,7 +214,7 @@ async function createStep(family: DispatchFamily, deps: DispatchDeps, state: Pas
 }
 
 async function confirmStep(family: DispatchFamily, deps: DispatchDeps, state: PassState): Promise<StepOutcome> {
-  const job = await jobFor(family, state);
+  const job = builtJob(state);
   let stored: V1Job;
   try {
     stored = await deps.client.get<V1Job>(refOf(job));
