@@ -340,11 +340,15 @@ t.test('rebuildClaimJob rebuilds from the owner, its claim and the plan it names
 
   const input = snapshotted(inputFor(schemaApply));
   const live = buildOperationJob(input);
-  const upgraded = { ...MANAGER, controllerImage: 'registry.example/ptah-operator:v2', controllerRevision: 'rev-2', runnerImage: 'registry.example/ptah-runner:v2' };
+  // A manager-only upgrade changes the controller image and revision; the runner image runs the executor and is bound.
+  const upgraded = { ...MANAGER, controllerImage: 'registry.example/ptah-operator:v2', controllerRevision: 'rev-2' };
   const rebuilt = rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: upgraded, plan: schemaPlanObject, liveJob: live });
-  t.equal(canonicalJson(rebuilt), canonicalJson(live), 'the manager identity the live Job recorded is taken first');
+  t.equal(canonicalJson(rebuilt), canonicalJson(live), 'the controller image and revision the live Job recorded are taken first');
   const fresh = rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: upgraded, plan: schemaPlanObject });
-  t.equal(fresh.spec!.template.spec!.containers[0]!.image, upgraded.runnerImage, 'without a live Job the current manager builds');
+  t.equal(fresh.metadata!.annotations!['operator.ptah.run/controller-image'], upgraded.controllerImage, 'without a live Job the current manager builds');
+  const newRunner = { ...MANAGER, runnerImage: 'registry.example/ptah-runner:v2' };
+  const rebound = rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: newRunner, plan: schemaPlanObject, liveJob: live });
+  t.equal(rebound.spec!.template.spec!.containers[0]!.image, newRunner.runnerImage, 'the runner image is never taken from the live Job: it is bound');
 
   const refusals: [string, Partial<RebuildClaimJobInput>, RegExp][] = [
     ['no plan for an Apply', { plan: undefined }, /plan is not given/],

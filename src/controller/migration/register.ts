@@ -20,7 +20,7 @@ export const CONTROLLER_STATE_VERSION = 1;
 
 export interface MigrationControllerOptions {
   /** Images and revision this manager records on its Jobs (the webhook is given the same). */
-  manager: Pick<MigrationManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> & Partial<MigrationManagerIdentity>;
+  manager: Pick<MigrationManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> & Partial<Omit<MigrationManagerIdentity, 'executorImage'>>;
   /** Watch one namespace only (tests); every namespace by default. */
   namespace?: string;
   clock?: Clock;
@@ -39,10 +39,12 @@ const toNamedMigration: KeyMapper<KubeObject & { spec?: { migrationRef?: { name?
 
 export function migrationControllerRegistration(options: MigrationControllerOptions): ControllerRegistration {
   const manager: MigrationManagerIdentity = {
-    executorImage: options.manager.runnerImage,
     controllerStateVersion: CONTROLLER_STATE_VERSION,
     runnerProtocolVersion: RUNNER_PROTOCOL_VERSION,
     ...options.manager,
+    // The executor runs inside the runner image, so that image is what the binding names as the executor's: a
+    // new runner image is a new execution epoch (docs/execution-binding.md).
+    executorImage: options.manager.runnerImage,
   };
   return {
     name: MIGRATION_CONTROLLER,

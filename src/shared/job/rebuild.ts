@@ -126,7 +126,7 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
     execution: owner.spec.execution ?? {},
     policy: owner.spec.policy ?? {},
-    manager: { ...input.manager, ...recordedManager(input.liveJob) },
+    manager: { ...input.manager, ...recordedControllerOf(input.liveJob) },
     bindings,
   });
 }
@@ -140,6 +140,16 @@ function checkPlanIdentity(plan: SchemaApplyPlan | MigrationApplyPlan, claim: Cl
   if (plan.spec.executionBindingID !== undefined && plan.spec.executionBindingID !== claim.executionBindingID) {
     throw new JobBuildError('InvalidBinding', 'the plan was computed under another execution epoch than the claim');
   }
+}
+
+/**
+ * What of the manager a rebuild takes from the live Job first: the controller image and revision, which bind
+ * nothing. The runner image is not among them: the executor runs inside it, so it is bound (the execution
+ * binding's executorImage, docs/execution-binding.md) and a Job running another one is not its claim's.
+ */
+function recordedControllerOf(job: V1Job | undefined): Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision'> | undefined {
+  const recorded = recordedManager(job);
+  return recorded && { controllerImage: recorded.controllerImage, controllerRevision: recorded.controllerRevision };
 }
 
 /** The manager images and revision a Job's Pod template records, when it records all three. */
