@@ -4,16 +4,26 @@ import { createHash } from 'node:crypto';
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue | undefined };
 
+/** Why a value has no canonical form, with the path (`$.spec.a[0]`) of the part that has none. */
 export class CanonicalJsonError extends Error {
   override name = 'CanonicalJsonError';
 }
 
-/** Serializes `value` as RFC 8785 canonical JSON. Object properties whose value is `undefined` are absent. */
-export function canonicalJson(value: unknown): string {
-  return write(value, '$');
+/**
+ * Containers nested deeper than this are refused rather than recursed into: no Kubernetes object comes near it,
+ * and a request that does would otherwise end the recursion in a stack overflow (a RangeError, not a refusal).
+ */
+export const MAX_CANONICAL_DEPTH = 512;
+
+/**
+ * Serializes `value` as RFC 8785 canonical JSON. Object properties whose value is `undefined` are absent. `root`
+ * only names the value in a refusal (`object.spec.a: ...`); it changes no output.
+ */
+export function canonicalJson(value: unknown, root = '$'): string {
+  return write(value, root, 0);
 }
 
-function write(value: unknown, path: string): string {
+function write(value: unknown, path: string, depth: number): string {
   if (value === null) return 'null';
   switch (typeof value) {
     case 'boolean':
@@ -26,10 +36,11 @@ function write(value: unknown, path: string): string {
       if (hasLoneSurrogate(value)) throw new CanonicalJsonError(`${path}: string holds a lone UTF-16 surrogate`);
       return JSON.stringify(value);
     case 'object': {
+      if (depth === MAX_CANONICAL_DEPTH) throw new CanonicalJsonError(`${path}: nests more than ${MAX_CANONICAL_DEPTH} levels deep`);
       if (Array.isArray(value)) {
         return `[${value.map((item, i) => {
           if (item === undefined) throw new CanonicalJsonError(`${path}[${i}]: undefined has no JSON representation`);
-          return write(item, `${path}[${i}]`);
+          return write(item, `${path}[${i}]`, depth + 1);
         }).join(',')}]`;
       }
       const proto = Object.getPrototypeOf(value);
@@ -41,7 +52,7 @@ function write(value: unknown, path: string): string {
       const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       return `{${keys.map((k) => {
         if (hasLoneSurrogate(k)) throw new CanonicalJsonError(`${path}: property name holds a lone UTF-16 surrogate`);
-        return `${JSON.stringify(k)}:${write(record[k], `${path}.${k}`)}`;
+        return `${JSON.stringify(k)}:${write(record[k], `${path}.${k}`, depth + 1)}`;
       }).join(',')}}`;
     }
     default:

@@ -76,8 +76,9 @@ export const ADMISSION_REVIEW_SCHEMA = {
         requestKind: GVK,
         requestResource: GVR,
         requestSubResource: { type: 'string' },
-        name: { type: 'string' },
-        namespace: { type: 'string' },
+        // Every object these routes judge is named by a DNS subdomain (at most 253) in a namespace (a DNS label).
+        name: { type: 'string', maxLength: 253 },
+        namespace: { type: 'string', maxLength: 63 },
         operation: { enum: ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] },
         userInfo: {
           type: 'object',
@@ -96,6 +97,106 @@ export const ADMISSION_REVIEW_SCHEMA = {
     },
   },
 } as const;
+
+/**
+ * Containers nested deeper than this in an AdmissionReview are refused before any judge runs. The API server's
+ * objects nest a few dozen levels at most (a Job's managedFields are the deepest); a hostile body nested
+ * thousands deep would otherwise overflow the stack of the first recursive comparison.
+ */
+export const MAX_REVIEW_DEPTH = 100;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+
+interface Visit {
+  value: unknown;
+  parent?: Visit;
+  key?: string | number;
+  depth: number;
+}
+
+/** `request.object.metadata.annotations["a/b"]`, built only when a value is refused. */
+function pathOf(visit: Visit): string {
+  const parts: string[] = [];
+  for (let v: Visit | undefined = visit; v?.parent; v = v.parent) {
+    const key = v.key!;
+    parts.push(typeof key === 'number' ? `[${key}]` : IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
+  }
+  return parts.reverse().join('').replace(/^\./, '') || 'the body';
+}
+
+/**
+ * The first value in a decoded body that no API server sends, named by its path: a number beyond JSON's range
+ * (1e400 decodes to Infinity), a string or property name holding a lone UTF-16 surrogate, or nesting deeper than
+ * MAX_REVIEW_DEPTH. The API server decodes every object into Go values first, so none of these comes from it;
+ * refusing them here keeps them out of every judge. One pass over the body, without recursion.
+ */
+export function unsendableValue(body: unknown): string | undefined {
+  const stack: Visit[] = [{ value: body, depth: 0 }];
+  while (stack.length > 0) {
+    const visit = stack.pop()!;
+    const { value, depth } = visit;
+    if (typeof value === 'number') {
+      if (!Number.isFinite(value)) return `${pathOf(visit)} is a number JSON cannot hold (${value})`;
+    } else if (typeof value === 'string') {
+      if (LONE_SURROGATE.test(value)) return `${pathOf(visit)} holds a lone UTF-16 surrogate`;
+    } else if (typeof value === 'object' && value !== null) {
+      if (depth === MAX_REVIEW_DEPTH) return `${pathOf(visit)} nests more than ${MAX_REVIEW_DEPTH} levels deep`;
+      // Pushed in reverse, so the first problem in document order is the one named.
+      if (Array.isArray(value)) {
+        for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], parent: visit, key: i, depth: depth + 1 });
+      } else {
+        const keys = Object.keys(value);
+        for (let i = keys.length - 1; i >= 0; i--) {
+          const key = keys[i]!;
+          if (LONE_SURROGATE.test(key)) return `${pathOf(visit)} holds a property name with a lone UTF-16 surrogate`;
+          stack.push({ value: (value as Record<string, unknown>)[key], parent: visit, key, depth: depth + 1 });
+        }
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The longest message an answer carries: the API server shows it to a person, and a request is attacker-sized. */
+export const MAX_MESSAGE_LENGTH = 4096;
+/** The longest piece of a request (a username, a value) quoted into a message. */
+export const MAX_QUOTED_LENGTH = 256;
+
+/** `text` cut to at most `max` characters, the cut marked with the length it had. */
+export function clip(text: string, max: number = MAX_QUOTED_LENGTH): string {
+  if (text.length <= max) return text;
+  const marker = `…(${text.length} characters)`;
+  let keep = Math.max(0, max - marker.length);
+  const last = text.charCodeAt(keep - 1);
+  if (last >= 0xd800 && last <= 0xdbff) keep--;
+  return `${text.slice(0, keep)}${marker}`;
+}
+
+/** What a JSON value is, for a message that says a field holds the wrong kind of value. */
+export function kindOfValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/** `value` when it is a string or absent; anything else is a malformed request (400) naming `field`. */
+export function optionalString(value: unknown, field: string): string | undefined {
+  if (value === undefined || typeof value === 'string') return value;
+  rejectRequest(`${field} is ${kindOfValue(value)}, not a string`);
+}
+
+/** `value` when it is an object (not a list, not null) or absent; anything else is a 400 naming `field`. */
+export function optionalObject(value: unknown, field: string): Record<string, unknown> | undefined {
+  if (value === undefined || (typeof value === 'object' && value !== null && !Array.isArray(value))) return value as Record<string, unknown> | undefined;
+  rejectRequest(`${field} is ${kindOfValue(value)}, not an object`);
+}
+
+/** `value` when it is a list or absent; anything else is a 400 naming `field`. */
+export function optionalList(value: unknown, field: string): unknown[] | undefined {
+  if (value === undefined || Array.isArray(value)) return value;
+  rejectRequest(`${field} is ${kindOfValue(value)}, not a list`);
+}
 
 export type Verdict =
   | { allowed: true; message?: string; patch?: JsonPatchOp[] }
@@ -146,8 +247,8 @@ export interface AdmissionResponseBody {
 
 export function reviewResponse(uid: string, verdict: Verdict): AdmissionResponseBody {
   const response: AdmissionResponseBody['response'] = verdict.allowed
-    ? { uid, allowed: true, ...(verdict.message ? { status: { code: 200, message: verdict.message } } : {}) }
-    : { uid, allowed: false, status: { code: verdict.code, ...(verdict.reason ? { reason: verdict.reason } : {}), message: verdict.message } };
+    ? { uid, allowed: true, ...(verdict.message ? { status: { code: 200, message: clip(verdict.message, MAX_MESSAGE_LENGTH) } } : {}) }
+    : { uid, allowed: false, status: { code: verdict.code, ...(verdict.reason ? { reason: verdict.reason } : {}), message: clip(verdict.message, MAX_MESSAGE_LENGTH) } };
   if (verdict.allowed && verdict.patch) {
     response.patchType = 'JSONPatch';
     response.patch = Buffer.from(JSON.stringify(verdict.patch)).toString('base64');

@@ -1,7 +1,7 @@
 // The three kinds a person creates to decide something, and which spec fields admission stamps on each. The
 // mutating and the validating pass read the same table, so they cannot disagree about what a stamp is.
 import { GROUP, KINDS, VERSION } from '../shared/api/names.js';
-import { rejectRequest, subjectOf, type AdmissionRequest } from './admission.js';
+import { clip, optionalObject, optionalString, rejectRequest, subjectOf, type AdmissionRequest } from './admission.js';
 
 export interface DecisionKind {
   kind: 'PtahSchemaApproval' | 'PtahMigrationApproval' | 'PtahMigrationRunAcknowledgment';
@@ -35,7 +35,7 @@ export function decisionKindOf(request: AdmissionRequest, route: string): Decisi
     rejectRequest(`${route} judges only ${DECISION_KIND_TABLE.map((k) => KINDS[k.kind].plural).join(', ')} of ${GROUP}/${VERSION}; got ${resource.group || 'core'}/${resource.version} ${resource.resource}`);
   }
   if (subResource) rejectRequest(`${route} judges the ${entry.kind} object itself, not its ${subResource} subresource`);
-  if (kind.group !== GROUP || kind.kind !== entry.kind) {
+  if (kind.group !== GROUP || kind.version !== VERSION || kind.kind !== entry.kind) {
     rejectRequest(`admission request kind ${kind.group}/${kind.version} ${kind.kind} does not match its resource ${resource.resource}`);
   }
   return entry;
@@ -45,16 +45,22 @@ export function decisionKindOf(request: AdmissionRequest, route: string): Decisi
 export function decisionObjectOf(request: AdmissionRequest, kind: DecisionKind, which: 'object' | 'oldObject'): DecisionObject {
   const raw = request[which];
   if (typeof raw !== 'object' || raw === null) rejectRequest(`the ${kind.kind} ${subjectOf(request)} request carries no ${which}`);
-  const object = raw as { apiVersion?: unknown; kind?: unknown; metadata?: { name?: string; namespace?: string }; spec?: unknown };
-  if (object.apiVersion !== `${GROUP}/${VERSION}` || object.kind !== kind.kind) {
-    rejectRequest(`the ${which} is ${String(object.apiVersion)} ${String(object.kind)}, not ${GROUP}/${VERSION} ${kind.kind}`);
+  const object = raw as { apiVersion?: unknown; kind?: unknown; metadata?: unknown; spec?: unknown };
+  const apiVersion = optionalString(object.apiVersion, `${which}.apiVersion`);
+  const objectKind = optionalString(object.kind, `${which}.kind`);
+  if (apiVersion !== `${GROUP}/${VERSION}` || objectKind !== kind.kind) {
+    rejectRequest(`the ${which} is ${clip(apiVersion ?? 'without apiVersion')} ${clip(objectKind ?? 'without kind')}, not ${GROUP}/${VERSION} ${kind.kind}`);
   }
   if (typeof object.spec !== 'object' || object.spec === null || Array.isArray(object.spec)) {
     rejectRequest(`the ${kind.kind} ${subjectOf(request)} has no spec object`);
   }
-  const metadata = object.metadata ?? {};
+  const fields = optionalObject(object.metadata, `${which}.metadata`) ?? {};
+  const metadata = {
+    name: optionalString(fields.name, `${which}.metadata.name`),
+    namespace: optionalString(fields.namespace, `${which}.metadata.namespace`),
+  };
   if (metadata.namespace !== undefined && request.namespace !== undefined && metadata.namespace !== request.namespace) {
-    rejectRequest(`the ${kind.noun}'s namespace ${metadata.namespace} does not match the admission request's ${request.namespace}`);
+    rejectRequest(`the ${kind.noun}'s namespace ${clip(metadata.namespace)} does not match the admission request's ${request.namespace}`);
   }
   return { kind, metadata, spec: object.spec as Record<string, unknown> };
 }

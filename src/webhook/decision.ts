@@ -5,10 +5,10 @@ import { API_VERSION, KINDS } from '../shared/api/names.js';
 import type { PtahMigration, PtahMigrationPlan } from '../shared/api/migration-kinds.js';
 import type { PtahSchema, PtahSchemaPlan } from '../shared/api/schema-kinds.js';
 import type { ObjectRef } from '../shared/api/shapes.js';
-import { canonicalJson, isDigest } from '../shared/canonical.js';
+import { CanonicalJsonError, canonicalJson, isDigest } from '../shared/canonical.js';
 import { allow, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Verdict } from './admission.js';
 import { MUTATION_REQUEST_UID, decisionKindOf, decisionObjectOf, type DecisionKind, type DecisionObject } from './decision-kinds.js';
-import { identityOf, sameIdentity } from './identity.js';
+import { authorOf, sameIdentity } from './identity.js';
 import { describeRef, readAll, readObject } from './reads.js';
 import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
 import type { AdmissionContext } from './server.js';
@@ -31,10 +31,20 @@ function judgeUpdate(request: AdmissionRequest, kind: DecisionKind): Verdict {
   const before = decisionObjectOf(request, kind, 'oldObject');
   const after = decisionObjectOf(request, kind, 'object');
   // Canonical JSON keeps an absent field apart from an empty one, so "unchanged" means exactly unchanged.
-  if (canonicalJson(before.spec) !== canonicalJson(after.spec)) {
+  if (canonicalSpec(before, 'oldObject') !== canonicalSpec(after, 'object')) {
     refuse(`a ${kind.kind}'s spec is immutable; create a new ${kind.noun} instead of changing ${subjectOf(request)}`);
   }
   return allow();
+}
+
+/** A spec's canonical JSON; a spec that has none (1e400, a lone surrogate, absurd nesting) is a malformed request. */
+function canonicalSpec(decision: DecisionObject, which: 'object' | 'oldObject'): string {
+  try {
+    return canonicalJson(decision.spec, `${which}.spec`);
+  } catch (e) {
+    if (e instanceof CanonicalJsonError) rejectRequest(`the ${which}'s spec cannot be compared: ${e.message}`);
+    throw e;
+  }
 }
 
 /**
@@ -43,8 +53,7 @@ function judgeUpdate(request: AdmissionRequest, kind: DecisionKind): Verdict {
  */
 function checkStamp(request: AdmissionRequest, decision: DecisionObject): void {
   const { kind, spec } = decision;
-  const caller = identityOf(request.userInfo);
-  if (caller.username === '') refuse(`the request has no authenticated username, so this ${kind.noun} has no author`);
+  const caller = authorOf(request.userInfo, kind.noun);
   const stamped = spec[kind.identityField];
   if (stamped === undefined || typeof spec[MUTATION_REQUEST_UID] !== 'string' || spec[MUTATION_REQUEST_UID] === '') {
     refuse(`spec.${kind.identityField} was not stamped by the mutating admission webhook (/mutate/stamp); check that the operator's MutatingWebhookConfiguration is installed`);

@@ -14,19 +14,51 @@ import type { ServingCertificate } from '../shared/tls.js';
 import {
   ADMISSION_REVIEW_SCHEMA,
   Refusal,
+  badRequest,
   internalError,
   reviewResponse,
   type AdmissionRequest,
   type AdmissionReview,
   type Verdict,
+  unsendableValue,
 } from './admission.js';
 import { judgeControllerWrite } from './controller-write/index.js';
 import { judgeDecision } from './decision.js';
 import { judgeStamp } from './stamp.js';
 import { judgeStatusWrite } from './status-write.js';
 
-/** Large enough for an AdmissionReview carrying a 512 KiB plan chunk (base64) as object; anything larger is 413. */
-export const BODY_LIMIT = 3 * 1024 * 1024;
+/**
+ * The largest AdmissionReview the API server sends these routes is the CREATE of a full 512 KiB plan chunk (a
+ * PtahSchemaPlanChunk, or its projection ConfigMap): 683 KiB of base64 plus metadata and managedFields, with no
+ * oldObject. An UPDATE carries two copies of an object, but of the kinds routed here only annotations (capped by
+ * the API server at 256 KiB in total) can grow. 1 MiB leaves a third of margin over the chunk, and keeps
+ * MAX_CONNECTIONS half-sent bodies within the manager's memory (the 3 MiB limit let 100 of them reach 528 MB of
+ * a 512 Mi limit); anything larger is 413.
+ */
+export const BODY_LIMIT = 1024 * 1024;
+
+/**
+ * The whole request, headers and body, must arrive within this; the API server stops waiting for an answer after
+ * WEBHOOK_TIMEOUT_SECONDS (10 s) anyway, so a request still arriving then is no one's. It bounds the TLS
+ * handshake too. A kept-alive connection idle between requests is not timed by it (keepAliveTimeout is).
+ */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
+/** How often Node looks for requests past their timeout, so a stalled client is cut within timeout + this. */
+export const CONNECTION_CHECK_INTERVAL_MS = 1000;
+
+/**
+ * Open connections at most; the next is dropped (the API server treats that as a failed call and, failing
+ * closed, refuses the request). The API server keeps a pool of connections per replica, far below this, and
+ * MAX_CONNECTIONS bodies of BODY_LIMIT, with their parse, stay well inside the pod's 512 Mi.
+ */
+export const MAX_CONNECTIONS = 128;
+
+/** The connection limits; tests set small ones to observe them quickly. */
+export interface ServerLimits {
+  requestTimeoutMs: number;
+  maxConnections: number;
+}
 
 /** The images and revision this manager records on the Jobs it builds; a rebuild takes a live Job's own first. */
 export interface ManagerImages {
@@ -56,7 +88,7 @@ const JUDGES: Record<WebhookPath, Judge> = {
 export interface ServerDeps {
   /** Uncached API reads; never an informer cache. */
   reader: UncachedReader;
-  config: { managerUsername: string; manager: ManagerImages; bodyLimit?: number };
+  config: { managerUsername: string; manager: ManagerImages; bodyLimit?: number; limits?: Partial<ServerLimits> };
   /** The root logger, or false for none (tests). */
   logger: Logger | false;
   clock: Pick<Clock, 'now'>;
@@ -81,8 +113,18 @@ type TimedRequest = FastifyRequest & { [started]?: bigint };
 
 export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
   const { certificate } = deps;
+  const requestTimeout = deps.config.limits?.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const app = Fastify({
-    https: { key: certificate.current.key, cert: certificate.current.cert, minVersion: TLS_MIN_VERSION },
+    https: {
+      key: certificate.current.key,
+      cert: certificate.current.cert,
+      minVersion: TLS_MIN_VERSION,
+      handshakeTimeout: requestTimeout,
+      headersTimeout: requestTimeout,
+      requestTimeout,
+      connectionsCheckingInterval: Math.min(CONNECTION_CHECK_INTERVAL_MS, requestTimeout),
+    },
+    requestTimeout,
     bodyLimit: deps.config.bodyLimit ?? BODY_LIMIT,
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     // Judge the request exactly as sent: no coercion, no defaults, no stripped properties.
@@ -92,6 +134,8 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   }) as unknown as WebhookServer;
+
+  app.server.maxConnections = deps.config.limits?.maxConnections ?? MAX_CONNECTIONS;
 
   await app.register(helmet, { global: true, contentSecurityPolicy: false });
   // Only application/json is an AdmissionReview; anything else is 415 rather than a string the schema refuses.
@@ -148,7 +192,8 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
       };
       let verdict: Verdict;
       try {
-        verdict = await judge(request, ctx);
+        const unsendable = unsendableValue(req.body);
+        verdict = unsendable ? badRequest(`the AdmissionReview holds what no API server sends: ${unsendable}`) : await judge(request, ctx);
       } catch (e) {
         if (e instanceof Refusal) verdict = e.verdict;
         else {

@@ -2,34 +2,38 @@
 // PtahMigration's unresolved-run annotation (its copy of status.unresolvedRun). Anyone else is refused and told
 // what to do instead: settle an unresolved run with a PtahMigrationRunAcknowledgment.
 import { ANNOTATIONS, GROUP, KINDS } from '../shared/api/names.js';
-import { allow, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Verdict } from './admission.js';
+import { allow, clip, optionalObject, optionalString, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Verdict } from './admission.js';
 import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
 import type { AdmissionContext } from './server.js';
 
 const ROUTE = WEBHOOK_PATHS.statusWrite;
 
-interface MaybeMigration {
-  metadata?: { uid?: string; annotations?: Record<string, string> };
-  status?: { unresolvedRun?: { operationID?: string } };
-}
+/** `value` when it is a string, else undefined: for a message only, which must not fail on a malformed oldObject. */
+const textOf = (value: unknown): string | undefined => (typeof value === 'string' ? clip(value) : undefined);
+const fieldOf = (value: unknown, key: string): unknown => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined);
 
 function howToSettle(request: AdmissionRequest): string {
-  const old = request.oldObject as MaybeMigration | undefined;
-  const operationID = old?.status?.unresolvedRun?.operationID;
+  const old = request.oldObject;
+  const operationID = textOf(fieldOf(fieldOf(fieldOf(old, 'status'), 'unresolvedRun'), 'operationID'));
   const base = `to settle an unresolved migration run, create a ${KINDS.PtahMigrationRunAcknowledgment.kind} whose spec.migrationRef names the PtahMigration (name and uid) and whose spec.operationID is the run's operation ID (status.unresolvedRun.operationID)`;
   if (request.resource.resource !== KINDS.PtahMigration.plural || !operationID) return base;
-  return `${base}; for ${subjectOf(request)} that is spec.migrationRef {name: ${request.name ?? ''}, uid: ${old?.metadata?.uid ?? ''}} and spec.operationID ${operationID}`;
+  return `${base}; for ${subjectOf(request)} that is spec.migrationRef {name: ${request.name ?? ''}, uid: ${textOf(fieldOf(fieldOf(old, 'metadata'), 'uid')) ?? ''}} and spec.operationID ${operationID}`;
 }
 
-function annotationOf(object: unknown): string | undefined {
-  const value = (object as MaybeMigration | undefined)?.metadata?.annotations?.[ANNOTATIONS.unresolvedRun];
-  return value === undefined ? undefined : String(value);
+/**
+ * The unresolved-run annotation of the request's object or oldObject, compared as a string only when it is one:
+ * annotations are a map of strings, so metadata, annotations or a value of another type is a malformed request.
+ */
+function annotationOf(request: AdmissionRequest, which: 'object' | 'oldObject'): string | undefined {
+  const metadata = optionalObject(fieldOf(request[which], 'metadata'), `${which}.metadata`);
+  const annotations = optionalObject(metadata?.annotations, `${which}.metadata.annotations`);
+  return optionalString(annotations?.[ANNOTATIONS.unresolvedRun], `${which}.metadata.annotations[${JSON.stringify(ANNOTATIONS.unresolvedRun)}]`);
 }
 
 export async function judgeStatusWrite(request: AdmissionRequest, ctx: AdmissionContext): Promise<Verdict> {
   const { resource, subResource, operation } = request;
-  const who = request.userInfo.username ?? '';
-  const isManager = who === ctx.managerUsername;
+  const who = clip(request.userInfo.username ?? '');
+  const isManager = request.userInfo.username === ctx.managerUsername;
   if (resource.group !== GROUP) rejectRequest(`${ROUTE} judges only ${GROUP} resources; got ${resource.group || 'core'} ${resource.resource}`);
 
   if (subResource === 'status') {
@@ -47,12 +51,12 @@ export async function judgeStatusWrite(request: AdmissionRequest, ctx: Admission
   // Creates are not judged: a restore that recreates a PtahMigration with its copy of the unresolved run is how
   // the record survives a lost status (reconcileUnresolvedRunCopy puts it back).
   if (operation !== 'UPDATE') rejectRequest(`${ROUTE} judges updates of ${resource.resource}, not ${operation}`);
-  if (typeof request.oldObject !== 'object' || request.oldObject === null) {
-    rejectRequest(`the update of ${subjectOf(request)} carries no oldObject`);
+  for (const which of ['object', 'oldObject'] as const) {
+    if (typeof request[which] !== 'object' || request[which] === null) rejectRequest(`the update of ${subjectOf(request)} carries no ${which}`);
   }
 
-  const before = annotationOf(request.oldObject);
-  const after = annotationOf(request.object);
+  const before = annotationOf(request, 'oldObject');
+  const after = annotationOf(request, 'object');
   if (before === after || isManager) return allow();
   const change = before === undefined ? 'set' : after === undefined ? 'remove' : 'change';
   refuse(

@@ -8,10 +8,13 @@ import { jobNameFor, type Family } from '../../src/shared/naming.js';
 import { chunkNamesFor, planContentDigest, projectionConfigMaps, splitPlan } from '../../src/shared/planstore.js';
 import { resolveSnapshot } from '../../src/shared/podintent.js';
 import { coordinationDigest } from '../../src/shared/realm.js';
-import { MANAGER_IMAGES, type MemoryReader, type StoredObject } from './webhook.js';
+import type { UserInfo } from '../../src/webhook/admission.js';
+import { admissionTime, identityOf } from '../../src/webhook/identity.js';
+import { MANAGER_IMAGES, NOW, review, type MemoryReader, type StoredObject } from './webhook.js';
 
 export const NS = 'team-a';
-export const API = 'operator.ptah.run/v1alpha1';
+export const GROUP = 'operator.ptah.run';
+export const API = `${GROUP}/v1alpha1`;
 export const EPOCH = `v1-${'a'.repeat(32)}`;
 export const OLD_EPOCH = `v1-${'b'.repeat(32)}`;
 export const d = (seed: string): string => sha256Digest(seed);
@@ -233,4 +236,67 @@ export function projections(plan: StoredObject & { spec: Record<string, unknown>
 export function install(reader: MemoryReader, w: World): void {
   reader.put(w.owner);
   if (w.plan) reader.put(w.plan);
+}
+
+// ---- the decision kinds: a schema and a migration that approvals and run acknowledgments name ----
+
+export const digestOf = (c: string): string => `sha256:${c.repeat(64)}`;
+export const FP = digestOf('1');
+export const MFP = digestOf('2');
+export const OP = digestOf('3');
+export const ALICE: UserInfo = { username: 'alice', uid: 'u-alice', groups: ['system:authenticated', 'dba'] };
+
+/** A schema waiting for the approval of its current plan, and a migration with a plan and an unresolved run. */
+export function installDecisionWorld(reader: MemoryReader, namespace = NS): void {
+  reader.put({
+    apiVersion: API,
+    kind: 'PtahSchema',
+    metadata: { name: 'orders', namespace, uid: 'uid-orders' },
+    spec: {},
+    status: { plan: { name: 'ptah-plan-a', uid: 'uid-plan-a', fingerprint: FP, contentDigest: digestOf('9'), destructive: false, statementCount: 2 } },
+  });
+  reader.put({ apiVersion: API, kind: 'PtahSchemaPlan', metadata: { name: 'ptah-plan-a', namespace, uid: 'uid-plan-a' }, spec: { schemaRef: { name: 'orders', uid: 'uid-orders' }, fingerprint: FP } });
+  reader.put({
+    apiVersion: API,
+    kind: 'PtahMigration',
+    metadata: { name: 'billing', namespace, uid: 'uid-billing' },
+    spec: {},
+    status: { plan: { name: 'ptah-mplan-a', uid: 'uid-mplan-a' }, unresolvedRun: { outcome: 'Unknown', operationID: OP, recordedAt: '2030-01-01T00:00:00Z' } },
+  });
+  reader.put({ apiVersion: API, kind: 'PtahMigrationPlan', metadata: { name: 'ptah-mplan-a', namespace, uid: 'uid-mplan-a' }, spec: { migrationRef: { name: 'billing', uid: 'uid-billing' }, fingerprint: MFP } });
+}
+
+export type DecisionKindName = 'PtahSchemaApproval' | 'PtahMigrationApproval' | 'PtahMigrationRunAcknowledgment';
+export const DECISION_RESOURCE: Record<DecisionKindName, string> = {
+  PtahSchemaApproval: 'ptahschemaapprovals',
+  PtahMigrationApproval: 'ptahmigrationapprovals',
+  PtahMigrationRunAcknowledgment: 'ptahmigrationrunacknowledgments',
+};
+/** What each kind names in installDecisionWorld, before the stamp. */
+export const DECISION_SPEC: Record<DecisionKindName, Record<string, unknown>> = {
+  PtahSchemaApproval: { schemaRef: { name: 'orders', uid: 'uid-orders' }, planRef: { name: 'ptah-plan-a', uid: 'uid-plan-a' }, planFingerprint: FP },
+  PtahMigrationApproval: { migrationRef: { name: 'billing', uid: 'uid-billing' }, planRef: { name: 'ptah-mplan-a', uid: 'uid-mplan-a' }, planFingerprint: MFP },
+  PtahMigrationRunAcknowledgment: { migrationRef: { name: 'billing', uid: 'uid-billing' }, operationID: OP },
+};
+
+/** What the mutating pass would have stamped for `user` in request `uid`. */
+export function stampedFor(kind: DecisionKindName, user: UserInfo, uid: string): Record<string, unknown> {
+  const identity = identityOf(user);
+  return kind === 'PtahMigrationRunAcknowledgment'
+    ? { acknowledgedBy: identity, acknowledgedAt: admissionTime(NOW), mutationRequestUID: uid }
+    : { approver: identity, approvedAt: admissionTime(NOW), mutationRequestUID: uid };
+}
+
+/** The CREATE of a decision `d1` in `namespace` by `user`. */
+export function decisionCreate(kind: DecisionKindName, spec: Record<string, unknown>, user: UserInfo = ALICE, uid = 'req-1', namespace = NS) {
+  return review({
+    uid,
+    operation: 'CREATE',
+    kind: { group: GROUP, version: 'v1alpha1', kind },
+    resource: { group: GROUP, version: 'v1alpha1', resource: DECISION_RESOURCE[kind] },
+    namespace,
+    name: 'd1',
+    object: { apiVersion: API, kind, metadata: { name: 'd1', namespace }, spec },
+    userInfo: user,
+  });
 }

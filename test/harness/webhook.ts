@@ -1,15 +1,18 @@
 // Support for the webhook's unit tests: an in-memory uncached reader, AdmissionReview builders, and a server
 // built on a freshly generated certificate. The real-apiserver proofs live in the integration suite.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import tls, { type TLSSocket } from 'node:tls';
 import { generateCertificates, type CertificateFiles } from '../../certs/generate.js';
 import { ApiError, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
 import type { UncachedReader } from '../../src/shared/kube.js';
 import type { Logger } from '../../src/shared/logger.js';
 import { ServingCertificate } from '../../src/shared/tls.js';
 import type { AdmissionRequest, AdmissionResponseBody, GroupVersionKind, GroupVersionResource, Operation, UserInfo } from '../../src/webhook/admission.js';
-import { buildServer, type WebhookServer } from '../../src/webhook/server.js';
+import { buildServer, type ServerLimits, type WebhookServer } from '../../src/webhook/server.js';
 
 export const MANAGER = 'system:serviceaccount:ptah-system:ptah-manager';
 export const MANAGER_IMAGES = {
@@ -92,6 +95,38 @@ export function review(input: ReviewInput): { apiVersion: string; kind: string; 
   };
 }
 
+/** A kind as a review names it: the GVK and the resource (plural) it is served as. */
+export interface ReviewedKind {
+  group: string;
+  version: string;
+  kind: string;
+  resource: string;
+}
+
+/**
+ * The review of `operation` on the object `name` of `type`: object (and oldObject, when given) carry apiVersion,
+ * kind and metadata { name, namespace } beneath their own fields, so a test writes only what it is about.
+ */
+export function reviewOf(
+  type: ReviewedKind,
+  operation: Operation,
+  name: string,
+  fields: { object?: Record<string, unknown>; oldObject?: Record<string, unknown>; userInfo?: UserInfo; namespace?: string },
+): ReturnType<typeof review> {
+  const namespace = fields.namespace ?? 'team-a';
+  const envelope = { apiVersion: type.group ? `${type.group}/${type.version}` : type.version, kind: type.kind, metadata: { name, namespace } };
+  return review({
+    operation,
+    kind: { group: type.group, version: type.version, kind: type.kind },
+    resource: { group: type.group, version: type.version, resource: type.resource },
+    namespace,
+    name,
+    object: fields.object && { ...envelope, ...fields.object },
+    oldObject: fields.oldObject && { ...envelope, ...fields.oldObject },
+    userInfo: fields.userInfo,
+  });
+}
+
 export async function tempDir(prefix: string): Promise<{ dir: string; remove: () => Promise<void> }> {
   const dir = await mkdtemp(path.join(tmpdir(), `${prefix}-`));
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
@@ -104,18 +139,29 @@ export interface Harness {
   certificate: ServingCertificate;
   /** POSTs a review to `url` and returns the AdmissionReview response (asserting HTTP 200). */
   admit(url: string, body: unknown): Promise<AdmissionResponseBody['response']>;
+  /** Listens on 127.0.0.1 (a free port) over the real TLS listener; the CA PEM verifies it as `localhost`. */
+  listen(): Promise<{ port: number; ca: string }>;
   close(): Promise<void>;
 }
 
+export interface HarnessOptions {
+  ready?: () => boolean;
+  bodyLimit?: number;
+  /** Overrides of the service's connection limits (small values make the limits observable quickly). */
+  limits?: Partial<ServerLimits>;
+  now?: () => Date;
+  logger?: Logger;
+}
+
 /** A server over a generated certificate and an empty MemoryReader. */
-export async function harness(options: { ready?: () => boolean; bodyLimit?: number; now?: () => Date; logger?: Logger } = {}): Promise<Harness> {
+export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const tmp = await tempDir('ptah-webhook');
   const files = await generateCertificates({ outDir: tmp.dir });
   const certificate = await ServingCertificate.load(tmp.dir);
   const reader = new MemoryReader();
   const app = await buildServer({
     reader,
-    config: { managerUsername: MANAGER, manager: MANAGER_IMAGES, bodyLimit: options.bodyLimit },
+    config: { managerUsername: MANAGER, manager: MANAGER_IMAGES, bodyLimit: options.bodyLimit, limits: options.limits },
     logger: options.logger ?? false,
     clock: { now: options.now ?? (() => NOW) },
     certificate,
@@ -132,10 +178,94 @@ export async function harness(options: { ready?: () => boolean; bodyLimit?: numb
       const parsed = res.json() as AdmissionResponseBody;
       return parsed.response;
     },
+    async listen() {
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      return { port: (app.server.address() as AddressInfo).port, ca: await readFile(files.caCert, 'utf8') };
+    },
     async close() {
       await app.close();
       certificate.stop();
       await tmp.remove();
     },
   };
+}
+
+/** Where a listening harness is reached over HTTPS. */
+export interface Endpoint {
+  port: number;
+  ca: string;
+  /** A keep-alive agent, to send several requests over one connection; none means a connection per request. */
+  agent?: https.Agent;
+}
+
+export interface PostResult {
+  status: number;
+  body: string;
+  /** The request went over a connection an earlier request had opened (keep-alive). */
+  reusedSocket: boolean;
+}
+
+/**
+ * POSTs `text` as application/json over the real TLS listener. Raw text, so a test can send what JSON.stringify
+ * cannot write (1e400, lone surrogate escapes, truncated JSON). Rejects when no answer comes within `timeoutMs`.
+ */
+export function postText(endpoint: Endpoint, path: string, text: string | Buffer, timeoutMs = 30_000): Promise<PostResult> {
+  return new Promise((resolve, reject) => {
+    const payload = typeof text === 'string' ? Buffer.from(text) : text;
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port: endpoint.port,
+        path,
+        method: 'POST',
+        ca: endpoint.ca,
+        servername: 'localhost',
+        agent: endpoint.agent ?? false,
+        headers: { 'content-type': 'application/json', 'content-length': payload.length },
+        timeout: timeoutMs,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), reusedSocket: req.reusedSocket }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${path} within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** A TLS connection to the service once its handshake is done; rejects if the server drops it first. */
+export function connectTls(endpoint: Endpoint): Promise<TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: endpoint.port, ca: endpoint.ca, servername: 'localhost' });
+    const fail = (e?: Error) => reject(e ?? new Error('the server closed the connection during the TLS handshake'));
+    socket.once('secureConnect', () => {
+      socket.off('error', fail);
+      socket.off('close', onClose);
+      resolve(socket);
+    });
+    const onClose = () => fail();
+    socket.once('error', fail);
+    socket.once('close', onClose);
+  });
+}
+
+/** When `socket` closes (ms after `since`) and what the server sent on it; rejects after `timeoutMs`. */
+export function whenClosed(socket: TLSSocket, since: number, timeoutMs: number): Promise<{ afterMs: number; received: string }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', () => {});
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server kept the connection open for ${timeoutMs} ms`));
+    }, timeoutMs);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve({ afterMs: performance.now() - since, received: Buffer.concat(chunks).toString() });
+    });
+  });
 }

@@ -1,7 +1,7 @@
 // Canonical JSON (RFC 8785) and digests: the byte-exact serialization every binding in the project hashes.
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { CanonicalJsonError, canonicalJson, digest, isDigest, sha256Digest } from '../../src/shared/canonical.js';
+import { CanonicalJsonError, MAX_CANONICAL_DEPTH, canonicalJson, digest, isDigest, sha256Digest } from '../../src/shared/canonical.js';
 import { artifactDigest } from '../../src/shared/artifact.js';
 
 t.test('serialization', async (t) => {
@@ -55,4 +55,21 @@ t.test('artifact digest: canonical JSON of each key’s own sha256 digest', asyn
   t.not(artifactDigest({ ...files, '0001_a.up.sql': 'SELECT 1; ' }), expected, 'one changed byte changes it');
   t.not(artifactDigest({ '0001_a.up.sql': 'SELECT 1;' }), expected, 'a missing file changes it');
   t.not(artifactDigest({ '0001_A.up.sql': 'SELECT 1;', '0002_b.up.sql': 'SELECT 2;' }), expected, 'a renamed file changes it');
+});
+
+t.test('nesting deeper than any Kubernetes object is a typed refusal, not a stack overflow', async (t) => {
+  const nested = (depth: number): unknown => JSON.parse(`${'['.repeat(depth)}${']'.repeat(depth)}`);
+  for (const depth of [MAX_CANONICAL_DEPTH + 1, 5000, 100_000]) {
+    t.throws(() => canonicalJson(nested(depth)), { name: 'CanonicalJsonError', message: new RegExp(`^\\$(\\[0\\]){${MAX_CANONICAL_DEPTH}}: nests more than ${MAX_CANONICAL_DEPTH} levels deep$`) }, `${depth} levels`);
+  }
+  const objects = JSON.parse(`${'{"a":'.repeat(MAX_CANONICAL_DEPTH + 1)}1${'}'.repeat(MAX_CANONICAL_DEPTH + 1)}`) as unknown;
+  t.throws(() => canonicalJson(objects), { name: 'CanonicalJsonError', message: /^\$(\.a)+: nests more than/ }, 'objects as well as arrays');
+  const atLimit = `${'['.repeat(MAX_CANONICAL_DEPTH)}${']'.repeat(MAX_CANONICAL_DEPTH)}`;
+  t.equal(canonicalJson(nested(MAX_CANONICAL_DEPTH)), atLimit, 'the limit itself is serialized, byte for byte');
+  t.equal(digest(nested(MAX_CANONICAL_DEPTH)), sha256Digest(atLimit), 'and digested as before');
+});
+
+t.test('a refusal names its place under the root the caller gives', async (t) => {
+  t.throws(() => canonicalJson({ a: [Infinity] }, 'object.spec'), { name: 'CanonicalJsonError', message: 'object.spec.a[0]: Infinity has no JSON representation' });
+  t.equal(canonicalJson({ b: 1, a: 2 }, 'object.spec'), '{"a":2,"b":1}', 'the root changes no output');
 });

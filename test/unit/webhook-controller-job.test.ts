@@ -3,8 +3,9 @@
 import type { V1Job } from '@kubernetes/client-node';
 import t, { type Test } from 'tap';
 import { WEBHOOK_PATHS } from '../../src/shared/api/webhooks.js';
-import type { Operation } from '../../src/webhook/admission.js';
-import { MANAGER, harness, review, type Harness } from '../harness/webhook.js';
+import { Refusal, type Operation } from '../../src/webhook/admission.js';
+import { judgeControllerWrite } from '../../src/webhook/controller-write/index.js';
+import { MANAGER, MANAGER_IMAGES, harness, review, type Harness } from '../harness/webhook.js';
 import { EPOCH, JOB_UID, NS, OLD_EPOCH, finished, install, stored, withTtl, world, type World } from '../harness/webhook-world.js';
 
 const ROUTE = WEBHOOK_PATHS.controllerWrite;
@@ -126,7 +127,8 @@ t.test('a Job create that is not its claim’s is refused', async (t) => {
         return job;
       },
       403,
-      /outside its migration operation claim: the Job's Pod template is not the one the admission snapshot recorded/,
+      // The runner image is bound (docs/execution-binding.md): the rebuild names the binding's, never the Job's own.
+      /outside its migration operation claim: the Job's annotations are not the ones its claim builds \(first at metadata\.annotations\.operator\.ptah\.run\/runner-image\)/,
     ],
     [
       'an extra environment variable',
@@ -347,4 +349,20 @@ t.test('framing: subresources, other operations and kinds, mismatched objects', 
     ['an update without oldObject', jobReview('UPDATE', withTtl(stored(w.job))), 400, /carries no oldObject/],
   ];
   for (const [name, body, code, message] of cases) await expectRefused(t, h, body, code, message, name);
+});
+
+t.test('a Job nested past what plain JSON comparison takes is a 400 from the judge, behind the envelope check', async (t) => {
+  // The envelope check refuses this before any judge runs; the judge still turns toPlain's typed refusal into a
+  // 400, so such a value that reaches it some other way is not a RangeError and a 500.
+  const h = await harness();
+  t.teardown(h.close);
+  const w = world('schema', 'Observe');
+  install(h.reader, w);
+  const job = submitted(w);
+  const deep = JSON.parse(`${'['.repeat(5000)}${']'.repeat(5000)}`) as unknown;
+  (job.spec!.template.metadata!.annotations as Record<string, unknown>).deep = deep;
+  const body = jobReview('CREATE', job);
+  const thrown = await judgeControllerWrite(body.request, { reader: h.reader, managerUsername: MANAGER, manager: MANAGER_IMAGES, now: () => new Date(), log: undefined as never }).catch((e: unknown) => e);
+  t.ok(thrown instanceof Refusal, 'refused');
+  t.match((thrown as Refusal).verdict, { code: 400, message: /the CREATE of team-a\/.* holds a value with no plain JSON form: \$: cannot be copied as plain JSON: Maximum call stack size exceeded/ });
 });

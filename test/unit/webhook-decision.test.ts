@@ -2,70 +2,20 @@
 // current, read uncached. Every refusal has a case; read failures refuse (404, 403, 500).
 import t from 'tap';
 import { WEBHOOK_PATHS } from '../../src/shared/api/webhooks.js';
-import type { Operation, UserInfo } from '../../src/webhook/admission.js';
-import { admissionTime, identityOf } from '../../src/webhook/identity.js';
-import { NOW, harness, review, type Harness } from '../harness/webhook.js';
+import { Refusal, type Operation, type UserInfo } from '../../src/webhook/admission.js';
+import { judgeDecision } from '../../src/webhook/decision.js';
+import { identityOf } from '../../src/webhook/identity.js';
+import { harness, review, type Harness } from '../harness/webhook.js';
+import {
+  ALICE, API, DECISION_RESOURCE, DECISION_SPEC, FP, GROUP, MFP, NS, OP, decisionCreate, digestOf, installDecisionWorld, stampedFor, type DecisionKindName,
+} from '../harness/webhook-world.js';
 
-const GROUP = 'operator.ptah.run';
-const API = `${GROUP}/v1alpha1`;
-const NS = 'team-a';
-const digestOf = (c: string) => `sha256:${c.repeat(64)}`;
-const FP = digestOf('1');
-const MFP = digestOf('2');
-const OP = digestOf('3');
-const ALICE: UserInfo = { username: 'alice', uid: 'u-alice', groups: ['system:authenticated', 'dba'] };
-
-function world(h: Harness): void {
-  h.reader.put({
-    apiVersion: API,
-    kind: 'PtahSchema',
-    metadata: { name: 'orders', namespace: NS, uid: 'uid-orders' },
-    spec: {},
-    status: { plan: { name: 'ptah-plan-a', uid: 'uid-plan-a', fingerprint: FP, contentDigest: digestOf('9'), destructive: false, statementCount: 2 } },
-  });
-  h.reader.put({ apiVersion: API, kind: 'PtahSchemaPlan', metadata: { name: 'ptah-plan-a', namespace: NS, uid: 'uid-plan-a' }, spec: { schemaRef: { name: 'orders', uid: 'uid-orders' }, fingerprint: FP } });
-  h.reader.put({
-    apiVersion: API,
-    kind: 'PtahMigration',
-    metadata: { name: 'billing', namespace: NS, uid: 'uid-billing' },
-    spec: {},
-    status: { plan: { name: 'ptah-mplan-a', uid: 'uid-mplan-a' }, unresolvedRun: { outcome: 'Unknown', operationID: OP, recordedAt: '2030-01-01T00:00:00Z' } },
-  });
-  h.reader.put({ apiVersion: API, kind: 'PtahMigrationPlan', metadata: { name: 'ptah-mplan-a', namespace: NS, uid: 'uid-mplan-a' }, spec: { migrationRef: { name: 'billing', uid: 'uid-billing' }, fingerprint: MFP } });
-}
-
-type Kind = 'PtahSchemaApproval' | 'PtahMigrationApproval' | 'PtahMigrationRunAcknowledgment';
-const RESOURCE: Record<Kind, string> = {
-  PtahSchemaApproval: 'ptahschemaapprovals',
-  PtahMigrationApproval: 'ptahmigrationapprovals',
-  PtahMigrationRunAcknowledgment: 'ptahmigrationrunacknowledgments',
-};
-const BASE_SPEC: Record<Kind, Record<string, unknown>> = {
-  PtahSchemaApproval: { schemaRef: { name: 'orders', uid: 'uid-orders' }, planRef: { name: 'ptah-plan-a', uid: 'uid-plan-a' }, planFingerprint: FP },
-  PtahMigrationApproval: { migrationRef: { name: 'billing', uid: 'uid-billing' }, planRef: { name: 'ptah-mplan-a', uid: 'uid-mplan-a' }, planFingerprint: MFP },
-  PtahMigrationRunAcknowledgment: { migrationRef: { name: 'billing', uid: 'uid-billing' }, operationID: OP },
-};
-
-/** What the mutating pass would have stamped for `user` in request `uid`. */
-function stamped(kind: Kind, user: UserInfo, uid: string): Record<string, unknown> {
-  const identity = identityOf(user);
-  return kind === 'PtahMigrationRunAcknowledgment'
-    ? { acknowledgedBy: identity, acknowledgedAt: admissionTime(NOW), mutationRequestUID: uid }
-    : { approver: identity, approvedAt: admissionTime(NOW), mutationRequestUID: uid };
-}
-
-function create(kind: Kind, spec: Record<string, unknown>, user: UserInfo = ALICE, uid = 'req-1') {
-  return review({
-    uid,
-    operation: 'CREATE',
-    kind: { group: GROUP, version: 'v1alpha1', kind },
-    resource: { group: GROUP, version: 'v1alpha1', resource: RESOURCE[kind] },
-    namespace: NS,
-    name: 'd1',
-    object: { apiVersion: API, kind, metadata: { name: 'd1', namespace: NS }, spec },
-    userInfo: user,
-  });
-}
+const world = (h: Harness): void => installDecisionWorld(h.reader);
+type Kind = DecisionKindName;
+const RESOURCE = DECISION_RESOURCE;
+const BASE_SPEC = DECISION_SPEC;
+const stamped = stampedFor;
+const create = decisionCreate;
 
 const valid = (kind: Kind, overrides: Record<string, unknown> = {}) => ({ ...BASE_SPEC[kind], ...stamped(kind, ALICE, 'req-1'), ...overrides });
 
@@ -306,4 +256,55 @@ t.test('operations and resources this route does not judge are 400', async (t) =
   const wrong = await h.admit(WEBHOOK_PATHS.decision, job);
   t.equal(wrong.status?.code, 400);
   t.match(wrong.status?.message, /got batch\/v1 jobs/);
+});
+
+t.test('a decision stamped for an anonymous caller is refused', async (t) => {
+  const h = await harness();
+  t.teardown(h.close);
+  world(h);
+  for (const user of [{ username: 'system:anonymous', groups: ['system:unauthenticated'] }, { username: 'bob', groups: ['system:unauthenticated'] }] as UserInfo[]) {
+    const kind: Kind = 'PtahMigrationRunAcknowledgment';
+    const response = await h.admit(WEBHOOK_PATHS.decision, create(kind, { ...BASE_SPEC[kind], ...stamped(kind, user, 'req-1') }, user));
+    t.equal(response.allowed, false, `${user.username}: refused`);
+    t.equal(response.status?.code, 403);
+    t.match(response.status?.message, /not authenticated \(system:anonymous or group system:unauthenticated\); an anonymous caller cannot be this acknowledgment's author/);
+  }
+  t.equal(h.reader.reads.length, 0, 'refused before anything is read');
+});
+
+t.test('the request kind version and the object metadata are checked', async (t) => {
+  const h = await harness();
+  t.teardown(h.close);
+  world(h);
+  const wrongVersion = create('PtahSchemaApproval', valid('PtahSchemaApproval'));
+  wrongVersion.request.kind = { ...wrongVersion.request.kind, version: 'v2' };
+  const cases: [string, ReturnType<typeof create>, RegExp][] = [['a kind of another version', wrongVersion, /admission request kind operator\.ptah\.run\/v2 PtahSchemaApproval does not match its resource/]];
+  for (const metadata of ['orders', [], 3]) {
+    const body = create('PtahSchemaApproval', valid('PtahSchemaApproval'));
+    (body.request.object as { metadata: unknown }).metadata = metadata;
+    cases.push([`metadata ${JSON.stringify(metadata)}`, body, /object\.metadata is an? (string|list|number), not an object/]);
+  }
+  for (const [name, body, message] of cases) {
+    const response = await h.admit(WEBHOOK_PATHS.decision, body);
+    t.equal(response.allowed, false, name);
+    t.equal(response.status?.code, 400, `${name}: 400`);
+    t.match(response.status?.message, message, `${name}: message`);
+  }
+});
+
+t.test('a spec with no canonical form is a 400 from the judge itself, behind the envelope check', async (t) => {
+  // The envelope check refuses these before any judge runs; the judge still turns canonical JSON's typed
+  // refusal into a 400 naming the spec, so a value that reaches it some other way is not a 500.
+  const kind: Kind = 'PtahSchemaApproval';
+  const deep = JSON.parse(`${'['.repeat(5000)}${']'.repeat(5000)}`) as unknown;
+  for (const [name, spec, message] of [
+    ['Infinity', { n: Infinity }, /oldObject\.spec\.n: Infinity has no JSON representation/],
+    ['a lone surrogate', { s: '\ud800' }, /oldObject\.spec\.s: string holds a lone UTF-16 surrogate/],
+    ['5000 levels of nesting', { d: deep }, /oldObject\.spec\.d(\[0\])+: nests more than \d+ levels deep/],
+  ] as const) {
+    const body = update(kind, spec as Record<string, unknown>, {});
+    const thrown = await judgeDecision(body.request, {} as never).catch((e: unknown) => e);
+    t.ok(thrown instanceof Refusal, `${name}: refused`);
+    t.match((thrown as Refusal).verdict, { code: 400, message }, `${name}: 400 naming the field`);
+  }
 });

@@ -120,3 +120,40 @@ t.test('requests this route does not judge are 400, not a silent admit', async (
     t.match(response.status?.message, message, `${name}: message`);
   }
 });
+
+t.test('the annotation is compared as a string only when it is one', async (t) => {
+  const h = await harness();
+  t.teardown(h.close);
+  const withValue = (value: unknown) => ({ ...migration(), metadata: { ...migration().metadata, annotations: { [ANNOTATIONS.unresolvedRun]: value } } });
+  const cases: [string, string, unknown, unknown, RegExp][] = [
+    // String(123) === '123' let a user swap the manager's string for a number the API server would store.
+    ['a string replaced by the number it spells', 'alice', withValue('123'), withValue(123), /object\.metadata\.annotations\["operator\.ptah\.run\/unresolved-run"\] is a number, not a string/],
+    ['a value with no string form', 'alice', withValue('x'), withValue({ toString: 1 }), /object\.metadata\.annotations\["operator\.ptah\.run\/unresolved-run"\] is an object, not a string/],
+    ['an old value that is not a string', MANAGER, withValue(['x']), withValue('x'), /oldObject\.metadata\.annotations\["operator\.ptah\.run\/unresolved-run"\] is a list, not a string/],
+    ['annotations that are not a map', 'alice', migration(), { ...migration(), metadata: { ...migration().metadata, annotations: 'x' } }, /object\.metadata\.annotations is a string, not an object/],
+    ['metadata that is not an object', 'alice', migration(), { ...migration(), metadata: [] }, /object\.metadata is a list, not an object/],
+  ];
+  for (const [name, user, before, after, message] of cases) {
+    const response = await h.admit(WEBHOOK_PATHS.statusWrite, migrationWrite('UPDATE', user, before, after));
+    t.equal(response.allowed, false, name);
+    t.equal(response.status?.code, 400, `${name}: 400`);
+    t.match(response.status?.message, message, `${name}: names the field`);
+  }
+  const missing = await h.admit(WEBHOOK_PATHS.statusWrite, { ...migrationWrite('UPDATE', 'alice', migration(), migration()), request: { ...migrationWrite('UPDATE', 'alice', migration(), migration()).request, object: undefined } });
+  t.equal(missing.status?.code, 400, 'an update without an object is a 400');
+  t.match(missing.status?.message, /carries no object/);
+});
+
+t.test('a status write whose oldObject is malformed is still refused with a way to settle, not a 500', async (t) => {
+  const h = await harness();
+  t.teardown(h.close);
+  for (const old of [
+    { ...migration(undefined, true), status: { unresolvedRun: { operationID: { toString: 1 } } } },
+    { ...migration(undefined, true), metadata: { name: 'billing', uid: { toString: 1 } } },
+    { ...migration(undefined, true), status: 'x' },
+  ]) {
+    const response = await h.admit(WEBHOOK_PATHS.statusWrite, statusWrite('PtahMigration', 'ptahmigrations', 'alice', old));
+    t.equal(response.status?.code, 403, 'refused on the merits');
+    t.match(response.status?.message, /create a PtahMigrationRunAcknowledgment/);
+  }
+});

@@ -1,6 +1,6 @@
 // Kubernetes objects as plain JSON data, the form every comparison in the project is made on: a Job read through
 // @kubernetes/client-node (class instances, Date objects) and one decoded from an AdmissionReview compare equal.
-import { canonicalJson } from '../canonical.js';
+import { CanonicalJsonError, canonicalJson } from '../canonical.js';
 
 export type PlainValue = null | boolean | number | string | PlainValue[] | PlainObject;
 export interface PlainObject {
@@ -12,10 +12,19 @@ export type Verdict = { ok: true } | { ok: false; reason: string };
 export const OK: Verdict = { ok: true };
 export const refuse = (reason: string): Verdict => ({ ok: false, reason });
 
-/** Plain JSON of `value`; a null property is absent, as the API server treats an unset field. */
+/**
+ * Plain JSON of `value`; a null property is absent, as the API server treats an unset field. A value too deeply
+ * nested to copy (only a hostile request holds one) is refused with a CanonicalJsonError, as a value with no
+ * canonical form is, rather than escaping as the RangeError of an exhausted stack.
+ */
 export function toPlain(value: unknown): PlainValue | undefined {
   if (value === undefined) return undefined;
-  return dropNullProperties(JSON.parse(JSON.stringify(value)) as PlainValue);
+  try {
+    return dropNullProperties(JSON.parse(JSON.stringify(value)) as PlainValue);
+  } catch (e) {
+    if (e instanceof RangeError) throw new CanonicalJsonError(`$: cannot be copied as plain JSON: ${e.message}`);
+    throw e;
+  }
 }
 
 /** `toPlain` of something that must be an object (a Job, a template); `{}` when it is absent. */

@@ -4,8 +4,9 @@
 // write of any other kind or operation is refused.
 import type { V1ConfigMap, V1Job } from '@kubernetes/client-node';
 import { GROUP, KINDS, VERSION } from '../../shared/api/names.js';
+import { CanonicalJsonError } from '../../shared/canonical.js';
 import type { PtahSchemaPlan, PtahSchemaPlanChunk } from '../../shared/api/schema-kinds.js';
-import { allow, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Operation, type Verdict } from '../admission.js';
+import { allow, clip, optionalObject, optionalString, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Operation, type Verdict } from '../admission.js';
 import type { AdmissionContext } from '../server.js';
 import { judgeJobCleanup, judgeJobCreate } from './job.js';
 import type { Owned } from './owner.js';
@@ -54,11 +55,15 @@ const sameGvk = (a: { group: string; version: string; kind: string }, b: { group
 
 /** The request's object or oldObject, decoded far enough to be judged: the kind it claims, where it claims to be. */
 function candidate(request: AdmissionRequest, which: 'object' | 'oldObject', kind: string): Owned {
-  const raw = request[which] as { apiVersion?: unknown; kind?: unknown; metadata?: Owned['metadata'] } | null | undefined;
+  const raw = request[which] as { apiVersion?: unknown; kind?: unknown; metadata?: unknown } | null | undefined;
   if (typeof raw !== 'object' || raw === null) rejectRequest(`the ${request.operation} of ${subjectOf(request)} carries no ${which}`);
   const apiVersion = request.kind.group ? `${request.kind.group}/${request.kind.version}` : request.kind.version;
-  if (raw.apiVersion !== apiVersion || raw.kind !== kind) rejectRequest(`the ${which} is ${String(raw.apiVersion)} ${String(raw.kind)}, not ${apiVersion} ${kind}`);
-  const metadata = raw.metadata;
+  const rawApiVersion = optionalString(raw.apiVersion, `${which}.apiVersion`);
+  const rawKind = optionalString(raw.kind, `${which}.kind`);
+  if (rawApiVersion !== apiVersion || rawKind !== kind) {
+    rejectRequest(`the ${which} is ${clip(rawApiVersion ?? 'without apiVersion')} ${clip(rawKind ?? 'without kind')}, not ${apiVersion} ${kind}`);
+  }
+  const metadata = optionalObject(raw.metadata, `${which}.metadata`) as Owned['metadata'] | undefined;
   if (!metadata?.name || metadata.name !== request.name || (metadata.namespace ?? request.namespace) !== request.namespace || !request.namespace) {
     rejectRequest(`the ${which}'s namespace and name do not match the admission request's ${subjectOf(request)} (the manager names every object it writes)`);
   }
@@ -80,5 +85,11 @@ export async function judgeControllerWrite(request: AdmissionRequest, ctx: Admis
   if (request.requestResource && (request.requestResource.group !== rule.group || request.requestResource.version !== rule.version || request.requestResource.resource !== rule.resource)) {
     rejectRequest('converted or equivalent resource requests are not judged: the manager writes the exact version');
   }
-  return rule.judge(candidate(request, 'object', rule.kind), request, ctx);
+  try {
+    return await rule.judge(candidate(request, 'object', rule.kind), request, ctx);
+  } catch (e) {
+    // The comparisons copy and hash what was submitted; a value they cannot take came with the request.
+    if (e instanceof CanonicalJsonError) rejectRequest(`the ${operation} of ${subjectOf(request)} holds a value with no plain JSON form: ${e.message}`);
+    throw e;
+  }
 }

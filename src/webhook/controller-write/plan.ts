@@ -6,10 +6,10 @@ import { KINDS } from '../../shared/api/names.js';
 import type { PtahSchema, PtahSchemaPlan, PtahSchemaPlanChunk } from '../../shared/api/schema-kinds.js';
 import { match } from '../../shared/jobclaim.js';
 import { PLAN_LABEL, PlanStoreError, projectionConfigMaps, projectionMatches, reconstructPlanBytes, splitPlan } from '../../shared/planstore.js';
-import { allow, refuse, type Verdict } from '../admission.js';
+import { allow, optionalList, optionalObject, refuse, type Verdict } from '../admission.js';
 import { readAll, readObject } from '../reads.js';
 import type { AdmissionContext } from '../server.js';
-import { controllerOwnerOf, readOwner, refTo, type Owned } from './owner.js';
+import { controllerOwnerOf, ownerReferencesOf, readOwner, refTo, type Owned } from './owner.js';
 
 const SCHEMA = KINDS.PtahSchema.kind;
 const PLAN = KINDS.PtahSchemaPlan.kind;
@@ -69,9 +69,10 @@ export async function judgeChunkCreate(chunk: PtahSchemaPlanChunk & Owned, ctx: 
 }
 
 /** A ConfigMap the manager creates is a plan projection: it says so by its plan label or its plan owner. */
-export function isProjection(configMap: V1ConfigMap): boolean {
-  const labelled = configMap.metadata?.labels?.[PLAN_LABEL] !== undefined;
-  const owned = (configMap.metadata?.ownerReferences ?? []).some((r) => r.kind === PLAN);
+export function isProjection(configMap: V1ConfigMap & Owned): boolean {
+  const labels = optionalObject(configMap.metadata.labels, 'object.metadata.labels');
+  const labelled = labels?.[PLAN_LABEL] !== undefined;
+  const owned = ownerReferencesOf(configMap).some((r) => r.kind === PLAN);
   return labelled || owned;
 }
 
@@ -109,7 +110,8 @@ export async function judgeProjectionCreate(configMap: V1ConfigMap & Owned, ctx:
   if (!wanted) refuse(`${what} is not one of the projections PtahSchemaPlan ${plan.metadata.name}'s bytes make`);
   const verdict = projectionMatches(configMap, wanted);
   if (!verdict.ok) refuse(`${what} does not match its immutable plan chunk: ${verdict.reason}`);
-  if (Object.keys(configMap.metadata.annotations ?? {}).length > 0 || (configMap.metadata.finalizers ?? []).length > 0) {
+  const annotations = optionalObject(configMap.metadata.annotations, 'object.metadata.annotations') ?? {};
+  if (Object.keys(annotations).length > 0 || (optionalList(configMap.metadata.finalizers, 'object.metadata.finalizers') ?? []).length > 0) {
     refuse(`${what} does not match its immutable plan chunk: a projection carries no annotations or finalizers`);
   }
   return allow('the projection holds the current plan’s bytes for an Apply not yet dispatched');

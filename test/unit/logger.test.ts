@@ -1,0 +1,145 @@
+// The root logger's redaction: linear in the text, bounded per field, and covering the credential forms a
+// PostgreSQL operator meets (URLs, libpq key/value, .pgpass lines, JSON text), including one cut in half.
+import t from 'tap';
+import { MAX_LOGGED_ENTRIES, MAX_LOGGED_STRING, REDACTED, createLogger, redactCredentials, scrubCredentials } from '../../src/shared/logger.js';
+
+/** Milliseconds `fn` takes, the best of three runs (the machine is shared; a stall shows in all three). */
+function timed(fn: () => void, bound: number): number {
+  let best = Infinity;
+  for (let i = 0; i < 3; i++) {
+    const start = performance.now();
+    fn();
+    best = Math.min(best, performance.now() - start);
+    if (best > bound) break;
+  }
+  return best;
+}
+
+function capture(): { logger: ReturnType<typeof createLogger>; lines: string[] } {
+  const lines: string[] = [];
+  return { logger: createLogger({ level: 'debug' }, { write: (line: string) => void lines.push(line) }), lines };
+}
+
+t.test('redaction is linear in the text: no input makes it scan the same characters again and again', async (t) => {
+  // 64 KiB of each shape that makes a backtracking pattern re-scan a run from every position, uncapped. Before
+  // the fix a 64 KB run of [a-z0-9+.-] took 4.4 s; linear redaction does any of these in about a millisecond, so
+  // 100 ms is a stall detector with a wide margin for a loaded machine, not a benchmark.
+  const KiB64 = 64 * 1024;
+  const shapes: [string, string][] = [
+    ['a run of scheme characters', 'a'.repeat(KiB64)],
+    ['a run of scheme characters with dots and pluses', 'a.b+c-d'.repeat(KiB64 / 7)],
+    ['many scheme separators without userinfo', 'a://b/'.repeat(KiB64 / 6)],
+    ['many userinfo starts without an @', 'a://b:c'.repeat(KiB64 / 7)],
+    ['a long password with no @ and no end', `postgres://u:${'p'.repeat(KiB64)}`],
+    ['a run of backslashes before quotes', `${'\\'.repeat(KiB64)}"password"`],
+    ['many JSON keys with unterminated values', '"password":"x'.repeat(KiB64 / 14)],
+    ['many key=value starts', 'password='.repeat(KiB64 / 9)],
+    ['colon chains that look like .pgpass', 'h:1:d:u:'.repeat(KiB64 / 8)],
+    ['query parameters', '?token=&password='.repeat(KiB64 / 17)],
+  ];
+  for (const [name, text] of shapes) {
+    const ms = timed(() => redactCredentials(text), 100);
+    t.ok(ms < 100, `${name}: 64 KiB redacted in ${ms.toFixed(1)} ms (bound 100 ms)`);
+  }
+});
+
+t.test('what is logged of one string is bounded, and says how long the string was', async (t) => {
+  const long = 'n'.repeat(160 * 1024);
+  const ms = timed(() => scrubCredentials(long), 100);
+  t.ok(ms < 100, `a 160 KB string is scrubbed for a log line in ${ms.toFixed(1)} ms (it froze the process for 27 s)`);
+  const logged = scrubCredentials(long);
+  t.ok(logged.length < MAX_LOGGED_STRING + 64, `cut to ${logged.length} characters`);
+  t.match(logged, /…\[truncated: 163840 characters\]$/, 'the marker says how long it was');
+  t.equal(scrubCredentials('short'), 'short', 'a short string is untouched');
+  t.equal(scrubCredentials('x'.repeat(MAX_LOGGED_STRING)), 'x'.repeat(MAX_LOGGED_STRING), 'a string of exactly the limit is not cut');
+
+  const pair = `${'x'.repeat(MAX_LOGGED_STRING - 1)}\u{1F600}${'y'.repeat(10)}`;
+  t.notMatch(scrubCredentials(pair), /[\uD800-\uDBFF](?![\uDC00-\uDFFF])/, 'the cut never splits a surrogate pair');
+
+  const { logger, lines } = capture();
+  // Words, not one run, so that this case measures size and not the (separately tested) redaction time.
+  logger.info({ name: 'mm '.repeat(2 * 1024 * 1024), groups: Array.from({ length: 300_000 }, (_, i) => `g${i}`) }, 'x '.repeat(50_000));
+  t.equal(lines.length, 1);
+  t.ok(lines[0]!.length < 4 * MAX_LOGGED_STRING, `a record with a 6 MiB field, 300,000 list items and a 100 KB message is a ${lines[0]!.length}-character line`);
+  const record = JSON.parse(lines[0]!);
+  t.equal(record.groups.length, MAX_LOGGED_ENTRIES + 1, 'a long list keeps its first entries and a marker');
+  t.match(record.groups.at(-1), /\[299900 more items\]/);
+  t.match(record.name, /\[truncated: 6291456 characters\]$/);
+  t.match(record.msg, /\[truncated: 100000 characters\]$/);
+
+  const many = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, i]));
+  logger.info({ many }, 'wide');
+  const wide = JSON.parse(lines[1]!);
+  t.equal(Object.keys(wide.many).length, MAX_LOGGED_ENTRIES + 1, 'a wide object keeps its first properties and a marker');
+  t.match(wide.many['…'], /900 more properties/);
+});
+
+t.test('a credential cut in half by the length cap is not logged in part', async (t) => {
+  const secret = 'Sup3rS3cretPassw0rd';
+  const prefix = secret.slice(0, 6);
+  // Each form placed so the cap falls inside the secret.
+  const forms: [string, (pad: string) => string][] = [
+    ['a URL whose @ is past the cut', (pad) => `${pad} postgres://app:${secret}@db.example/orders`],
+    ['a libpq password', (pad) => `${pad} host=db password=${secret}`],
+    ['a quoted libpq password', (pad) => `${pad} password='${secret} with spaces'`],
+    ['a .pgpass line', (pad) => `${pad}\ndb.example:5432:orders:app:${secret}`],
+    ['JSON text', (pad) => `${pad} {"password":"${secret}"}`],
+    ['a query parameter', (pad) => `${pad} https://h/x?token=${secret}&a=b`],
+  ];
+  for (const [name, build] of forms) {
+    const probe = build('');
+    const at = probe.indexOf(secret) + 3; // the cut lands three characters into the secret
+    const text = build('.'.repeat(MAX_LOGGED_STRING - at));
+    t.equal(text.indexOf(secret) + 3, MAX_LOGGED_STRING, `${name}: the cut is inside the secret`);
+    const logged = scrubCredentials(text);
+    t.notMatch(logged, secret.slice(0, 3), `${name}: no part of the secret is logged`);
+    t.notMatch(logged, prefix, `${name}: no prefix of the secret is logged`);
+    t.match(logged, /\[truncated: \d+ characters\]$/, `${name}: and the string says it was cut`);
+  }
+  // Without a cut, a URL with no @ is not a credential: the end of the text only ends a password at a cut.
+  t.equal(scrubCredentials('dialing http://db.example:5432'), 'dialing http://db.example:5432');
+});
+
+t.test('credential forms are redacted; the text around them stays readable', async (t) => {
+  const cases: [string, string, string][] = [
+    ['URL userinfo', 'postgres://app:s3cr3t@db:5432/orders', `postgres://app:${REDACTED}@db:5432/orders`],
+    ['a raw @ and / in a URL password', 'postgres://u:p@ss/w@host/db', `postgres://u:${REDACTED}@host/db`],
+    ['a URL with an empty user', 'redis://:pw@cache:6379', `redis://:${REDACTED}@cache:6379`],
+    ['query parameters', 'https://h/p?sslmode=require&sslpassword=pw1&password=pw2#frag', `https://h/p?sslmode=require&sslpassword=${REDACTED}&password=${REDACTED}#frag`],
+    ['a query key that ends in password', 'https://h/p?db_password=pw3&x=1', `https://h/p?db_password=${REDACTED}&x=1`],
+    ['libpq key/value', 'host=db user=app password=hunter2 dbname=orders', `host=db user=app password=${REDACTED} dbname=orders`],
+    ['libpq with spaces around =', 'host=db password = hunter2 port=5432', `host=db password = ${REDACTED} port=5432`],
+    ['a quoted libpq password with a space and an escaped quote', "host=db password='a b\\'c' user=app", `host=db password=${REDACTED} user=app`],
+    ['an environment-style assignment', 'PGPASSWORD=hunter3 psql', `PGPASSWORD=${REDACTED} psql`],
+    ['sslpassword in a conninfo', 'sslmode=verify-full sslpassword=k3y', `sslmode=verify-full sslpassword=${REDACTED}`],
+    ['a .pgpass line', 'db.example:5432:orders:app:pgp4ss', `db.example:5432:orders:app:${REDACTED}`],
+    ['a .pgpass line with wildcards, inside a message', 'bad line *:*:*:app:pa:ss word', `bad line *:*:*:app:${REDACTED}`],
+    ['a .pgpass line with an escaped colon', 'h\\:x:5432:db:u:secret', `h\\:x:5432:db:u:${REDACTED}`],
+    ['JSON text in a string', '{"user":"app","password":"x y"}', `{"user":"app","password":"${REDACTED}"}`],
+    ['JSON text with an escaped quote in the value', '{"password":"a\\"b","next":1}', `{"password":"${REDACTED}","next":1}`],
+    ['JSON text nested in JSON text', '{"body":"{\\"password\\":\\"in\\\\\\"ner\\"}"}', `{"body":"{\\"password\\":\\"${REDACTED}\\"}"}`],
+    ['a JSON number value', '{"token": 12345, "ok": true}', `{"token": ${REDACTED}, "ok": true}`],
+    ['a JSON key that ends in Token', '{"bearerToken":"abc"}', `{"bearerToken":"${REDACTED}"}`],
+  ];
+  for (const [name, input, expected] of cases) t.equal(scrubCredentials(input), expected, name);
+
+  const readable: [string, string][] = [
+    ['a service account username', 'User "system:serviceaccount:ptah-system:ptah-manager" cannot get resource: forbidden: x'],
+    ['a URL without userinfo', 'GET https://10.0.0.1:6443/apis/batch/v1/namespaces/a/jobs/b'],
+    ['an npm scoped URL', 'https://registry.npmjs.org/@types/node'],
+    ['a key that only contains a keyword', '{"secretName":"orders-db","tokenExpirationSeconds":3600}'],
+    ['a time', 'at 12:34:56 the job finished'],
+    ['a stack frame', 'at judge (file:///opt/ptah/src/webhook/server.ts:151:25)'],
+    ['a digest', 'sha256:0123456789abcdef'],
+  ];
+  for (const [name, input] of readable) t.equal(scrubCredentials(input), input, `${name} is left as it is`);
+});
+
+t.test('every string in a record is scrubbed: fields, the message, errors and their causes', async (t) => {
+  const { logger, lines } = capture();
+  logger.info({ conn: 'host=db password=pw-field', nested: { dsn: ['db:5432:app:app:pw-pgpass'] } }, 'connecting with password=pw-msg');
+  logger.error({ err: new Error('{"password":"pw-err"}', { cause: new Error('postgres://a:pw-cause@h') }) }, 'failed');
+  const out = lines.join('');
+  for (const secret of ['pw-field', 'pw-pgpass', 'pw-msg', 'pw-err', 'pw-cause']) t.notMatch(out, secret, `${secret} is not logged`);
+  t.match(JSON.parse(lines[1]!).err, { type: 'Error', message: `{"password":"${REDACTED}"}` });
+});
