@@ -1,7 +1,9 @@
 // A fault-injecting wrapper around the real API client, for the dispatch-order tests. It classifies every write
 // by the dispatch step that makes it, can make one step's write fail, can "stop the process" right after one
 // step's write (every later write fails, as if the manager died there), can fail the read-back of the created
-// Job, and keeps a call log so a test can audit the order of what reached the API server.
+// Job, can run a test's own action once just before or just after one step's write (something a person does at
+// exactly that point of the dispatch), and keeps a call log so a test can audit the order of what reached the API
+// server.
 import type { V1Job } from '@kubernetes/client-node';
 import { ApiError, refOf, type KubeClient, type KubeObject, type ResourceRef, type WriteOptions, type PatchType } from '../../src/shared/kube-client.js';
 import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
@@ -11,6 +13,13 @@ export type FaultMode = 'fail' | 'stop-after' | 'read-fail';
 export interface Fault {
   step: DispatchStep;
   mode: FaultMode;
+}
+
+/** A test's action, run once around the first write the wrapper classifies as `step`. */
+export interface StepHook {
+  step: DispatchStep;
+  when: 'before' | 'after';
+  run: () => Promise<void>;
 }
 
 export interface CallRecord {
@@ -50,6 +59,7 @@ export class FaultClient implements KubeClient {
   /** Names of Jobs whose create this wrapper saw succeed. */
   readonly createdJobs: string[] = [];
   private fault?: Fault & { fired: boolean };
+  private hook?: StepHook & { ran: boolean };
   private stopped = false;
   private createdSinceArm = false;
 
@@ -61,10 +71,24 @@ export class FaultClient implements KubeClient {
   get fired(): boolean {
     return this.fault?.fired ?? false;
   }
+  /** Runs `hook.run` once, around the first write of `hook.step` from now on; independent of any fault. */
+  hookStep(hook: StepHook): void {
+    this.hook = { ...hook, ran: false };
+  }
+  get hookRan(): boolean {
+    return this.hook?.ran ?? false;
+  }
   /** A new manager process over the same API server: no fault, not stopped. */
   restart(): void {
     this.fault = undefined;
     this.stopped = false;
+  }
+
+  private async runHook(step: DispatchStep | undefined, when: StepHook['when']): Promise<void> {
+    const h = this.hook;
+    if (!h || h.ran || step === undefined || h.step !== step || h.when !== when || this.stopped) return;
+    h.ran = true;
+    await h.run();
   }
 
   private gate(step: DispatchStep | undefined, verb: CallRecord['verb'], kind: string, name: string): void {
@@ -102,35 +126,42 @@ export class FaultClient implements KubeClient {
   async create<T extends KubeObject>(object: T, options?: { dryRun?: boolean }): Promise<T> {
     const ref = refOf(object);
     const step: DispatchStep | undefined = options?.dryRun ? undefined : ref.kind === 'Job' ? 'create' : ref.kind === 'Lease' ? 'lease' : ref.kind === 'ConfigMap' ? 'stage' : undefined;
+    await this.runHook(step, 'before');
     this.gate(step, 'create', ref.kind, ref.name);
+    let stored: T;
     try {
-      const stored = await this.inner.create(object, options);
+      stored = await this.inner.create(object, options);
       if (ref.kind === 'Job' && !options?.dryRun) {
         this.createdJobs.push(ref.name);
         this.createdSinceArm = true;
       }
       this.after(step, 'create', ref.kind, ref.name);
-      return stored;
     } catch (e) {
       this.calls.push({ verb: 'create', kind: ref.kind, name: ref.name, step, ok: false });
       throw e;
     }
+    await this.runHook(step, 'after');
+    return stored;
   }
 
   async update<T extends KubeObject>(object: T, options?: WriteOptions): Promise<T> {
     const ref = refOf(object);
     const step = await this.writeStep(ref, options, () => this.inner.update(object, { ...options, dryRun: true }));
+    await this.runHook(step, 'before');
     this.gate(step, 'update', ref.kind, ref.name);
     const stored = await this.record('update', ref, step, () => this.inner.update(object, options));
     this.after(step, 'update', ref.kind, ref.name);
+    await this.runHook(step, 'after');
     return stored;
   }
 
   async patch<T extends KubeObject>(ref: ResourceRef, patch: unknown, type: PatchType, options?: WriteOptions): Promise<T> {
     const step = await this.writeStep(ref, options, () => this.inner.patch(ref, patch, type, { ...options, dryRun: true }));
+    await this.runHook(step, 'before');
     this.gate(step, 'patch', ref.kind, ref.name);
     const stored = await this.record('patch', ref, step, () => this.inner.patch<T>(ref, patch, type, options));
     this.after(step, 'patch', ref.kind, ref.name);
+    await this.runHook(step, 'after');
     return stored;
   }
 

@@ -3,23 +3,19 @@
 // of what the API server holds about the claim, read around the fault; the invariants every intermediate state
 // must satisfy; and the verdicts a row is judged by.
 import type { V1Job, V1Lease } from '@kubernetes/client-node';
-import { pino } from 'pino';
 import type { Test } from 'tap';
 import { reconcileMigration } from '../../src/controller/migration/reconcile.js';
-import { CONTROLLER_STATE_VERSION } from '../../src/controller/migration/register.js';
 import type { MigrationDeps } from '../../src/controller/migration/context.js';
 import type { PtahMigration, PtahMigrationApproval } from '../../src/shared/api/migration-kinds.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
-import { systemClock } from '../../src/shared/clock.js';
-import { restClient, type KubeClient } from '../../src/shared/kube-client.js';
+import { restClient } from '../../src/shared/kube-client.js';
 import { ORDER, type DispatchOrder, type DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
 import { coordinationDigest, holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
-import { RUNNER_PROTOCOL_VERSION } from '../../src/shared/runner-protocol.js';
 import { TargetLock } from '../../src/shared/targetlock.js';
 import { sharedCluster } from '../harness/cluster.js';
 import { waitFor } from '../harness/wait.js';
 import { FaultClient, recordedOnlyConfirmed, type FaultMode } from '../faults/fault-client.js';
-import { jobsOf, MANAGER, migrationWorld, type MigrationWorld } from './migration-world.js';
+import { jobsOf, manualReconciler, migrationWorld, type MigrationWorld } from './migration-world.js';
 
 export type Arm = 'refused' | 'contended' | FaultMode;
 
@@ -89,21 +85,7 @@ export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order:
   await world.createMigration({ name: NAME, artifact: 'orders-migrations-r1', secret, apply: 'OnApproval' });
   const managerClient = await restClient(sharedCluster().kubeConfig('manager'), { fieldManager: 'ptah-dispatch-order-test' });
   const faults = new FaultClient(managerClient);
-  const locks = new Map<string, TargetLock>();
-  const deps: MigrationDeps = {
-    client: faults,
-    events: { record: () => undefined },
-    manager: { ...MANAGER, executorImage: MANAGER.runnerImage, controllerStateVersion: CONTROLLER_STATE_VERSION, runnerProtocolVersion: RUNNER_PROTOCOL_VERSION },
-    clock: systemClock,
-    lockFor: (ns) => {
-      let lock = locks.get(ns);
-      if (!lock) locks.set(ns, (lock = new TargetLock(faults, ns, systemClock)));
-      return lock;
-    },
-    log: pino({ level: 'silent' }),
-    order,
-    readFailures: new Map(),
-  };
+  const deps: MigrationDeps = { ...manualReconciler(world, faults).deps, order };
   const passes: string[] = [];
   const pass = async (): Promise<void> => {
     try {

@@ -9,17 +9,24 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Test } from 'tap';
-import type { V1ConfigMap, V1Job, V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Job, V1Lease, V1Secret } from '@kubernetes/client-node';
 import pg from 'pg';
 import { pino, type Logger } from 'pino';
 import { parseAllDocuments } from 'yaml';
-import { migrationControllerRegistration, type MigrationControllerOptions } from '../../src/controller/migration/register.js';
+import type { MigrationDeps, MigrationManagerIdentity } from '../../src/controller/migration/context.js';
+import { reconcileMigration } from '../../src/controller/migration/reconcile.js';
+import { CONTROLLER_STATE_VERSION, migrationControllerRegistration, type MigrationControllerOptions } from '../../src/controller/migration/register.js';
+import type { EventInput } from '../../src/controller/events.js';
 import { startController, type ManagerHandle } from '../../src/controller/manager.js';
 import { Informer } from '../../src/controller/informer.js';
 import type { DispatchOrder } from '../../src/shared/lifecycle/dispatch.js';
 import type { PtahMigration, PtahMigrationApproval, PtahMigrationPlan, PtahMigrationRunAcknowledgment } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, GROUP, KINDS } from '../../src/shared/api/names.js';
 import type { ApplyPolicy } from '../../src/shared/api/shapes.js';
+import { systemClock } from '../../src/shared/clock.js';
+import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
+import { RUNNER_PROTOCOL_VERSION } from '../../src/shared/runner-protocol.js';
+import { LEASE_EPOCH_ANNOTATION, TargetLock } from '../../src/shared/targetlock.js';
 import { restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
 import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../harness/cluster.js';
 import { buildOrLocateBinaries } from '../harness/controlplane.js';
@@ -27,8 +34,9 @@ import { RUNNER_IMAGE } from '../harness/kubelet/images.js';
 import { applyManifestFile } from '../harness/manifests.js';
 import { REPO_ROOT } from '../harness/paths.js';
 import { createTestDatabase, sharedPostgresUrl, type TestDatabase } from '../harness/postgres.js';
-import { waitFor } from '../harness/wait.js';
+import { sleep, waitFor } from '../harness/wait.js';
 import { startManagerService } from './manager-service.js';
+import { jobRef as jobRefOf, sleepingSessions, type RunningApply } from './slow-apply.js';
 
 const cluster = sharedCluster();
 const FIELD_MANAGER = 'ptah-migration-test';
@@ -311,4 +319,96 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
 export function jobsOf(world: MigrationWorld, operation: 'history' | 'apply', migration?: string): V1Job[] {
   return [...world.jobsSeen.values()].filter((job) => job.metadata?.labels?.['operator.ptah.run/operation'] === operation &&
     (migration === undefined || job.metadata?.labels?.['operator.ptah.run/migration'] === migration));
+}
+
+// ---- what the paths tests read besides status (Lease, Events), and the reconciler driven pass by pass ----
+
+// slow-apply.ts holds the slow Apply; these names are the ones tests already import from the world.
+export { jobRef, slowFiles, VERSIONS as SLOW_VERSIONS } from './slow-apply.js';
+
+/** Waits until `name`'s claim is an Apply whose Job UID is recorded and the database is sleeping in it. */
+export async function runningApply(w: MigrationWorld, db: TestDatabase, name: string): Promise<RunningApply> {
+  const m = await w.waitFor(name, 'an Apply dispatched with its Job UID recorded', (m) =>
+    (m.status?.activeOperation?.type === 'Apply' && m.status.activeOperation.jobUID ? m : undefined));
+  const claim = m.status!.activeOperation!;
+  await waitFor(async () => ((await sleepingSessions(w, db)) > 0 ? true : undefined), { what: `${name}'s Apply to be sleeping in the database`, timeoutMs: WAIT_MS });
+  const job = await w.admin.get<V1Job>(jobRefOf(w, claim.jobName));
+  return { m, claim, job, lease: { name: leaseNameFor(claim.coordinationDigest!), holder: holderIdentityFor(m.metadata.uid!, claim.id) } };
+}
+
+/** Who holds the realm Lease `name`, and under which epoch ([undefined, undefined] when there is no Lease). */
+export async function leaseHolding(w: MigrationWorld, name: string): Promise<[string | undefined, string | undefined]> {
+  const lease = await w.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: w.ns, name });
+  return [lease?.spec?.holderIdentity, lease?.metadata?.annotations?.[LEASE_EPOCH_ANNOTATION]];
+}
+
+export type RecordedEvent = KubeObject & { type?: string; reason?: string; note?: string; eventTime?: string; regarding?: { uid?: string; kind?: string } };
+
+/** The Events the controller recorded about the object with `uid`, with `reason`. */
+export async function eventsAbout(w: MigrationWorld, uid: string, reason: string): Promise<RecordedEvent[]> {
+  const events = await w.admin.list<RecordedEvent>('events.k8s.io/v1', 'Event', w.ns);
+  return events.filter((e) => e.regarding?.uid === uid && e.reason === reason);
+}
+
+/** Waits for an Event about `uid` with `reason` whose note matches `note`. */
+export async function eventAbout(w: MigrationWorld, uid: string, reason: string, note: RegExp | string): Promise<RecordedEvent> {
+  return waitFor(async () => (await eventsAbout(w, uid, reason)).find((e) => (typeof note === 'string' ? e.note?.includes(note) : note.test(e.note ?? ''))),
+    { what: `a ${reason} Event matching ${String(note)}`, timeoutMs: 30_000 });
+}
+
+/** The full identity a migration controller registered with `manager` runs as, filled in as register.ts fills it. */
+export function managerIdentity(manager: ManagerIdentity = MANAGER): MigrationManagerIdentity {
+  return { controllerStateVersion: CONTROLLER_STATE_VERSION, runnerProtocolVersion: RUNNER_PROTOCOL_VERSION, ...manager, executorImage: manager.runnerImage };
+}
+
+/** The reconciler driven by the test itself, one pass at a time, on `client`; the Events it records are kept. */
+export interface ManualReconciler {
+  deps: MigrationDeps;
+  events: EventInput[];
+  /** One pass over `name`; why it ended, or `error: …` when it threw. */
+  pass(name: string, deps?: MigrationDeps): Promise<string>;
+  /** Passes until `ready` returns something; fails naming `what` and the last passes. */
+  passUntil<T>(name: string, what: string, ready: (m: PtahMigration) => T | undefined, timeoutMs?: number): Promise<T>;
+}
+
+export function manualReconciler(w: MigrationWorld, client: KubeClient, manager: ManagerIdentity = MANAGER): ManualReconciler {
+  const events: EventInput[] = [];
+  const locks = new Map<string, TargetLock>();
+  const deps: MigrationDeps = {
+    client,
+    events: { record: (_m, e) => void events.push(e) },
+    manager: managerIdentity(manager),
+    clock: systemClock,
+    lockFor: (ns) => {
+      let lock = locks.get(ns);
+      if (!lock) locks.set(ns, (lock = new TargetLock(client, ns, systemClock)));
+      return lock;
+    },
+    log: pino({ level: 'silent' }),
+    readFailures: new Map(),
+  };
+  const pass = async (name: string, using = deps): Promise<string> => {
+    try {
+      return (await reconcileMigration(using, w.ns, name))?.why ?? 'gone';
+    } catch (e) {
+      return `error: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  };
+  return {
+    deps,
+    events,
+    pass,
+    async passUntil(name, what, ready, timeoutMs = WAIT_MS) {
+      const passes: string[] = [];
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        const found = ready(await w.get(name));
+        if (found !== undefined) return found;
+        passes.push(await pass(name));
+        // A pass that waits on a Job or a realm asks to be looked at later; the Job runs meanwhile.
+        await sleep(200);
+      }
+      throw new Error(`${name}: ${what} not reached in ${timeoutMs} ms (last passes: ${passes.slice(-5).join(' | ')})`);
+    },
+  };
 }
