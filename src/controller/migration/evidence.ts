@@ -7,6 +7,7 @@ import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { RUNNER_CONTAINER } from '../../shared/job/build.js';
 import { JOB_ANNOTATIONS } from '../../shared/job/metadata.js';
 import { isNotFound } from '../../shared/kube-client.js';
+import { podEnvelopeVerdict } from '../../shared/pod-envelope.js';
 import {
   MAX_RESULT_LOG_BYTES,
   mayStillArrive,
@@ -46,8 +47,9 @@ export type PodEvidence =
 
 /**
  * The one Pod whose frame counts: controlled by exactly this Job (by UID, looked up namespace-wide, not by
- * label), inside the claim's admission envelope (its snapshot digest and operation ID), with its runner container
- * terminated. Any other Pod of the Job makes the evidence unusable.
+ * label), inside the claim's admission envelope (src/shared/pod-envelope.ts: the Job's template, under the
+ * snapshot's ServiceAccount, RuntimeClass and PriorityClass) and carrying the claim's operation ID, with its runner
+ * container terminated. Any other Pod of the Job makes the evidence unusable, whatever it is.
  */
 export async function collectTerminalPodEvidence(pass: MigrationPass, claim: ActiveOperation, job: V1Job): Promise<PodEvidence> {
   const jobUid = job.metadata?.uid;
@@ -59,10 +61,12 @@ export async function collectTerminalPodEvidence(pass: MigrationPass, claim: Act
   if (owned.length === 0) return { kind: 'none', why: `Job ${claim.jobName} left no Pod to read` };
   if (owned.length > 1) return { kind: 'none', why: `Job ${claim.jobName} ran ${owned.length} Pods; a result is read from exactly one` };
   const pod = owned[0]!;
-  const annotations = pod.metadata?.annotations ?? {};
-  if (annotations[JOB_ANNOTATIONS.admissionSnapshotDigest] !== claim.admissionSnapshot?.digest || annotations[JOB_ANNOTATIONS.operationId] !== claim.id) {
-    return { kind: 'none', why: `Pod ${pod.metadata?.name} is outside the claim's admission envelope` };
-  }
+  const outside = (reason: string): PodEvidence => ({ kind: 'none', why: `Pod ${pod.metadata?.name} is outside the claim's admission envelope: ${reason}` });
+  if (!claim.admissionSnapshot) return outside('the claim recorded no admission snapshot');
+  // Any creator can write a controller reference and the annotations: the Pod is held to the template itself.
+  const envelope = podEnvelopeVerdict(pod, job, claim.admissionSnapshot);
+  if (!envelope.ok) return outside(envelope.reason);
+  if (pod.metadata?.annotations?.[JOB_ANNOTATIONS.operationId] !== claim.id) return outside('it carries another operation ID');
   const terminated = pod.status?.containerStatuses?.find((c) => c.name === RUNNER_CONTAINER)?.state?.terminated;
   if (terminated) return { kind: 'pod', pod, terminated };
   if (msSinceTerminal(job, pass.now()) > POD_STOP_GRACE_MS) {

@@ -7,7 +7,7 @@ import type { LastRunOutcome, MigrationHistoryStatus, PtahMigrationPlan, PtahMig
 import { parseDuration } from '../../shared/api/duration.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import type { MigrationHistory, MigrationRunOutcome } from '../../shared/executor-report.js';
-import { FrameError, parseResultFor, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
+import { FrameError, parseResultFor, RUNNER_ERROR, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
 import type { RunnerOperation } from '../../shared/runner-env.js';
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
@@ -51,6 +51,8 @@ async function readOperationResult<O extends RunnerOperation>(pass: MigrationPas
 
 /** What an Apply run says it did, from its frame or its summary. */
 interface RunAccount {
+  /** The run itself proves the executor never started, so it opened no database (see executorNeverStarted). */
+  executorNeverStarted: boolean;
   mutationStarted: boolean;
   uncertain: boolean;
   outcome?: MigrationRunOutcome;
@@ -60,8 +62,35 @@ interface RunAccount {
   error?: string;
 }
 
+/**
+ * Refusals the runner frames only before it starts the executor (RUNNER_ERROR's first group in
+ * src/shared/runner-protocol.ts; runner_terminated and internal_error are framed on either side of the start, so
+ * they are not here). A code added to the protocol later is not here either, and so proves nothing.
+ */
+const PRE_START_REFUSALS: ReadonlySet<string> = new Set([
+  RUNNER_ERROR.protocolMismatch, RUNNER_ERROR.missingInput, RUNNER_ERROR.invalidInput, RUNNER_ERROR.invalidTarget,
+  RUNNER_ERROR.coordinationBindingMismatch, RUNNER_ERROR.targetBindingMismatch, RUNNER_ERROR.dispatchDeadlineExpired,
+  RUNNER_ERROR.executionDeadlineExpired, RUNNER_ERROR.invalidPlan, RUNNER_ERROR.planDigestMismatch, RUNNER_ERROR.invalidArtifact,
+  RUNNER_ERROR.artifactDigestMismatch, RUNNER_ERROR.invalidMigrationSequence, RUNNER_ERROR.migrationSequenceDigestMismatch,
+  RUNNER_ERROR.preparationFailed, RUNNER_ERROR.executorStartFailed,
+]);
+
+/**
+ * Whether the run proves it never started the executor. Only the executor opens a database (the runner derives the
+ * target identity from the URL without connecting), so such a run reached no database, and a realm or identity it
+ * does not report (a refusal framed before it could read them) is no sign that it reached another. A frame says
+ * so by childExitCode -1, which the protocol allows only without mutationStarted and without a run report. A
+ * summary carries no exit code: it proves it only by a refusal code framed nowhere but before the start, with
+ * neither mutationStarted nor a run report, so it never proves more than its frame would.
+ */
+function executorNeverStarted(report: RunnerResult<'migration-apply'> | RunnerSummary): boolean {
+  if ('childExitCode' in report) return report.childExitCode === -1 && report.mutationStarted !== true && report.migrationRun === undefined;
+  return report.errorCode !== undefined && PRE_START_REFUSALS.has(report.errorCode) && report.mutationStarted !== true && report.migration === undefined;
+}
+
 function accountOfFrame(result: RunnerResult<'migration-apply'>): RunAccount {
   return {
+    executorNeverStarted: executorNeverStarted(result),
     mutationStarted: result.mutationStarted === true,
     uncertain: result.uncertain === true,
     outcome: result.migrationRun?.outcome,
@@ -79,6 +108,7 @@ function accountOfSummary(summary: RunnerSummary, plan: PtahMigrationPlan | unde
   const prefix = plan?.spec.migrations.slice(0, count).map((m) => m.version) ?? [];
   const agrees = prefix.length === count && (count === 0 || (prefix[0] === run?.firstApplied && prefix[count - 1] === run?.lastApplied));
   return {
+    executorNeverStarted: executorNeverStarted(summary),
     mutationStarted: summary.mutationStarted === true,
     uncertain: summary.uncertain === true,
     outcome: run?.outcome,
@@ -87,6 +117,27 @@ function accountOfSummary(summary: RunnerSummary, plan: PtahMigrationPlan | unde
     targetIdentityDigest: summary.targetIdentityDigest,
     error: summary.errorCode && `${summary.errorCode} (from the runner's termination summary)`,
   };
+}
+
+/**
+ * Why the run's own report does not show it ran against the database and realm its claim was planned for, if it
+ * does not: compared before the account is accepted. A report naming another is a mismatch; one naming none is
+ * unconfirmed, because a run that omits them is no evidence it ran against the planned database, unless it proves
+ * it never started the executor (executorNeverStarted).
+ */
+function reportedTargetProblem(account: RunAccount, claim: ActiveOperation): { reason: string; message: string } | undefined {
+  const reported: [string, string | undefined, string | undefined][] = [
+    ['database', account.targetIdentityDigest, claim.targetIdentityDigest],
+    ['realm', account.coordinationDigest, claim.coordinationDigest],
+  ];
+  for (const [what, digest, planned] of reported) {
+    if (digest === undefined) {
+      if (account.executorNeverStarted) continue;
+      return { reason: 'TargetUnconfirmed', message: `the run does not report which ${what} it opened, so it is not known to have run against the one its plan was computed for` };
+    }
+    if (digest !== planned) return { reason: 'TargetMismatch', message: `the run reports another ${what} than the one its plan was computed for` };
+  }
+  return undefined;
 }
 
 /** Accounted outcomes; undefined when the run is one nobody can account for. */
@@ -112,10 +163,10 @@ export async function harvestMigrationApply(pass: MigrationPass, claim: ActiveOp
     await uncertain('LeaseContinuityLost', 'the realm Lease changed hands while the run was dispatched, so its result cannot be trusted');
     return endPass('Apply under a lost Lease recorded unresolved');
   }
-  if ((account.targetIdentityDigest && account.targetIdentityDigest !== claim.targetIdentityDigest) ||
-      (account.coordinationDigest && account.coordinationDigest !== claim.coordinationDigest)) {
-    await uncertain('TargetMismatch', 'the run reports another database than the one its plan was computed for');
-    return endPass('Apply on another database recorded unresolved');
+  const target = reportedTargetProblem(account, claim);
+  if (target) {
+    await uncertain(target.reason, target.message);
+    return endPass(`Apply recorded unresolved (${target.reason})`);
   }
   const outcome = accountedOutcome(account);
   if (!outcome) {
