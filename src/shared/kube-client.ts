@@ -100,6 +100,7 @@ const RESOURCES = new Map<string, ResourceInfo>([
   ['v1/ServiceAccount', { plural: 'serviceaccounts', namespaced: true }],
   ['batch/v1/Job', { plural: 'jobs', namespaced: true }],
   ['coordination.k8s.io/v1/Lease', { plural: 'leases', namespaced: true }],
+  ['scheduling.k8s.io/v1/PriorityClass', { plural: 'priorityclasses', namespaced: false }],
   ['events.k8s.io/v1/Event', { plural: 'events', namespaced: true }],
   ...Object.values(KINDS).map((k): [string, ResourceInfo] => [`${API_VERSION}/${k.kind}`, { plural: k.plural, namespaced: true }]),
 ]);

@@ -3,6 +3,7 @@
 // and PriorityClass its Pod is admitted. Every later pass rebuilds the Job and holds the template to it.
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { digest, isDigest } from './canonical.js';
+import type { KubeClient, KubeObject } from './kube-client.js';
 import { GENERATED_IDENTITY_LABEL_KEYS, JOB_ANNOTATIONS } from './job/metadata.js';
 import { isPlainObject, plainObject, toPlain, type PlainObject } from './job/plain.js';
 import { withQuantityValues } from './job/quantity.js';
@@ -31,6 +32,30 @@ export interface SnapshotLike {
 export interface SnapshotExtras {
   /** The PriorityClass marked globalDefault, which Priority admission gives a Pod whose template names none. */
   globalDefaultPriorityClass?: string;
+}
+
+/** A PriorityClass as far as the snapshot reads it. */
+interface PriorityClassLike {
+  metadata?: { name?: string };
+  value?: number;
+  globalDefault?: boolean;
+}
+
+/**
+ * What Priority admission will give a Pod whose template names no PriorityClass: the class marked globalDefault,
+ * and when several are, the one with the smallest value (the API's documented rule).
+ */
+export function globalDefaultPriorityClass(classes: readonly PriorityClassLike[]): string | undefined {
+  const defaults = classes.filter((c) => c.globalDefault === true && c.metadata?.name);
+  defaults.sort((a, b) => (a.value ?? 0) - (b.value ?? 0) || a.metadata!.name!.localeCompare(b.metadata!.name!));
+  return defaults[0]?.metadata?.name;
+}
+
+/** Reads what the resolver needs besides the template (the cluster's PriorityClasses; never a Secret). */
+export async function readSnapshotExtras(client: Pick<KubeClient, 'list'>): Promise<SnapshotExtras> {
+  const classes = await client.list<PriorityClassLike & KubeObject>('scheduling.k8s.io/v1', 'PriorityClass', undefined);
+  const globalDefault = globalDefaultPriorityClass(classes);
+  return globalDefault ? { globalDefaultPriorityClass: globalDefault } : {};
 }
 
 export class PodIntentError extends Error {

@@ -18,6 +18,8 @@ const LEASE_EPOCH = `v1-${'e'.repeat(32)}`;
 
 interface Options {
   snapshot?: 'none' | 'recorded' | 'other-template';
+  /** The cluster's PriorityClasses. */
+  priorityClasses?: { metadata: { name: string }; value: number; globalDefault?: boolean }[];
   buildFails?: boolean;
   approvalGone?: boolean;
 }
@@ -57,18 +59,33 @@ function world(options: Options = {}) {
   };
   let created: V1Job | undefined;
   const client = {
+    list: async () => (log.push('list PriorityClasses'), options.priorityClasses ?? []),
     create: async (job: V1Job) => (log.push('create'), (created = stored(job))),
     get: async () => (log.push('read back'), created),
   } as unknown as KubeClient;
   const lock = { acquire: async () => (log.push('lease'), { kind: 'acquired', epoch: LEASE_EPOCH, continuous: true }) } as unknown as TargetLock;
-  return { log, run: () => dispatch(family, { client, lock }) };
+  return { log, claim: () => claim, run: () => dispatch(family, { client, lock }) };
 }
 
 t.test('the pass that records the admission snapshot ends there: nothing is spent, marked or created', async (t) => {
   const w = world({ snapshot: 'none' });
   const end = await w.run();
   t.equal(end.why, 'admission snapshot recorded');
-  t.same(w.log, ['authorize', 'lease', 'stage', 'build for the template', 'write admissionSnapshot']);
+  t.same(w.log, ['authorize', 'lease', 'stage', 'build for the template', 'list PriorityClasses', 'write admissionSnapshot']);
+  t.notOk(w.claim().admissionSnapshot?.priorityClass, 'no PriorityClass: none is recorded');
+});
+
+t.test('the snapshot records the PriorityClass admission will give a Pod whose template names none', async (t) => {
+  const w = world({
+    snapshot: 'none',
+    priorityClasses: [
+      { metadata: { name: 'busy' }, value: 100 },
+      { metadata: { name: 'default-high' }, value: 50, globalDefault: true },
+      { metadata: { name: 'default-low' }, value: 10, globalDefault: true },
+    ],
+  });
+  await w.run();
+  t.equal(w.claim().admissionSnapshot?.priorityClass, 'default-low', 'of several global defaults, the smallest value');
 });
 
 t.test('the Job is built before the consume and the mark; nothing runs between the mark and the create', async (t) => {

@@ -18,6 +18,8 @@ export const MANAGER_RULES: readonly V1PolicyRule[] = [
   { apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
   { apiGroups: [''], resources: ['pods', 'pods/log'], verbs: READ },
   { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ALL },
+  // The admission snapshot records the PriorityClass Priority admission will give an operation Pod that names none.
+  { apiGroups: ['scheduling.k8s.io'], resources: ['priorityclasses'], verbs: ['get', 'list'] },
   { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
 ];
 

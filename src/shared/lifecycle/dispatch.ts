@@ -5,7 +5,7 @@
 import type { V1Job } from '@kubernetes/client-node';
 import { ApiError, refOf, type KubeClient } from '../kube-client.js';
 import { match } from '../jobclaim.js';
-import { resolveSnapshot, templateDigestOf, verifySnapshot, type AdmissionSnapshot } from '../podintent.js';
+import { readSnapshotExtras, resolveSnapshot, templateDigestOf, verifySnapshot, type AdmissionSnapshot } from '../podintent.js';
 import type { TargetLock } from '../targetlock.js';
 import type { ActiveOperation } from '../api/shapes.js';
 import { classifyCreate, failureOf, refusedBeforeStorage } from './classify.js';
@@ -104,7 +104,7 @@ export async function dispatch(family: DispatchFamily, deps: DispatchDeps, order
     authorize: () => authorizeStep(family),
     lease: () => leaseStep(family, deps),
     stage: async () => ((await family.stage()) ? next : end('staging not complete')),
-    snapshot: () => snapshotStep(family, state),
+    snapshot: () => snapshotStep(family, deps, state),
     consume: async () => {
       if (!operation.mutating || (await family.consumeApproval())) return next;
       return end('the approval could not be spent; the claim was retired');
@@ -155,7 +155,7 @@ function builtJob(state: PassState): V1Job {
   return state.job;
 }
 
-async function snapshotStep(family: DispatchFamily, state: PassState): Promise<StepOutcome> {
+async function snapshotStep(family: DispatchFamily, deps: DispatchDeps, state: PassState): Promise<StepOutcome> {
   const { claim } = family;
   const template = (await family.buildJob(undefined)).spec?.template;
   if (!template) throw new DispatchRefused('the rebuilt Job has no Pod template');
@@ -181,7 +181,7 @@ async function snapshotStep(family: DispatchFamily, state: PassState): Promise<S
     return end('template disagrees with the admission snapshot');
   }
   // Resolving the snapshot is its own boundary: the pass that writes it ends without creating anything.
-  await family.writeClaim({ admissionSnapshot: resolveSnapshot(template) });
+  await family.writeClaim({ admissionSnapshot: resolveSnapshot(template, await readSnapshotExtras(deps.client)) });
   return end('admission snapshot recorded');
 }
 
