@@ -1,51 +1,13 @@
 // observe, plan and apply of a declarative schema against a real PostgreSQL. The main cases connect as an
 // ordinary role (CREATEDB, no superuser), as a real target would, and own a fresh database per test.
 import t, { type Test } from 'tap';
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { realmLockKey } from '../../src/shared/realm-lock-key.js';
 import type { ApplyReport, ObserveReport, PlanReport, SchemaPlanDocument } from '../../src/shared/executor-report.js';
-import { sharedPostgresUrl } from '../harness/postgres.js';
+import type { ClassifiedPlanDocument } from '../../src/executor/schema/commands.js';
 import {
-  COORDINATION_DIGEST, artifactDir, freshDatabase, jsonFile, operationId, queryOnce, runExecutor, runExecutorProcess, type ExecutorEnv,
+  COORDINATION_DIGEST, artifactDir, freshDatabase, jsonFile, operationId, queryOnce, roleDatabase, runExecutor, runExecutorProcess, type ExecutorEnv,
 } from './executor-helpers.js';
-
-interface RoleDatabase {
-  url: string;
-  password: string;
-  role: string;
-  query<T extends Record<string, unknown> = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
-  /** Databases the role owns (the target, plus any scratch database left behind). */
-  ownedDatabases(): Promise<string[]>;
-}
-
-async function roleDatabase(t: Test, prefix: string): Promise<RoleDatabase> {
-  const admin = sharedPostgresUrl();
-  const suffix = randomBytes(5).toString('hex');
-  const role = `${prefix}_r_${suffix}`;
-  const name = `${prefix}_${suffix}`;
-  const password = `pw-${randomBytes(12).toString('hex')}`;
-  await queryOnce(admin, `CREATE ROLE "${role}" LOGIN CREATEDB PASSWORD '${password}'`);
-  await queryOnce(admin, `CREATE DATABASE "${name}" OWNER "${role}" TEMPLATE template0`);
-  t.teardown(async () => {
-    for (const db of await queryOnce<{ datname: string }>(admin, 'SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = $1)', [role])) {
-      await queryOnce(admin, `DROP DATABASE "${db.datname}" WITH (FORCE)`);
-    }
-    await queryOnce(admin, `DROP ROLE "${role}"`);
-  });
-  const url = new URL(admin);
-  url.username = role;
-  url.password = password;
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    password,
-    role,
-    query: (sql, params) => queryOnce(url.toString(), sql, params),
-    ownedDatabases: async () => (await queryOnce<{ datname: string }>(admin,
-      'SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = $1) ORDER BY datname', [role])).map((r) => r.datname),
-  };
-}
 
 const schemaDir = (t: Test, sql: string) => artifactDir(t, { 'schema.sql': sql });
 const applyEnv = (t: Test, url: string, plan: SchemaPlanDocument, op: string): ExecutorEnv =>
@@ -209,15 +171,19 @@ t.test('a statement that fails at apply rolls the whole plan back', async (t) =>
 t.test('objects outside the supported set are refused, in the desired schema and in the target', async (t) => {
   const db = await roleDatabase(t, 'exec_unsupported');
   const desiredCases: [string, string, RegExp][] = [
-    ['function', "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'; CREATE TABLE t (a int);", /function \(1\)/],
-    ['trigger', "CREATE TABLE t (a int); CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION tf();", /trigger \(1\)/],
-    ['enum', "CREATE TYPE mood AS ENUM ('ok'); CREATE TABLE t (m mood);", /enum \(1\)/],
-    ['comment', "CREATE TABLE t (a int); COMMENT ON COLUMN t.a IS 'x';", /comment \(1\)/],
-    ['materialized view', 'CREATE MATERIALIZED VIEW mv AS SELECT 1 AS a;', /materialized_view \(1\)/],
-    ['partitioned table', 'CREATE TABLE p (a int) PARTITION BY RANGE (a);', /partitioned_table \(1\)/],
-    ['privilege', `CREATE TABLE t (a int); GRANT SELECT ON t TO "${db.role}";`, /privilege \(1\)/],
+    ['aggregate', 'CREATE AGGREGATE my_sum (int) (SFUNC = int4pl, STYPE = int); CREATE TABLE t (a int);', /aggregate \(1\)/],
+    ['range type', 'CREATE TYPE floatrange AS RANGE (subtype = float8);', /range_type \(1\)/],
+    ['rule', 'CREATE TABLE t (a int); CREATE RULE r AS ON DELETE TO t DO INSTEAD NOTHING;', /rule \(1\)/],
+    ['exclusion constraint', 'CREATE TABLE t (r int4range, EXCLUDE USING gist (r WITH &&));', /exclusion_constraint \(1\)/],
+    ['unlogged table', 'CREATE UNLOGGED TABLE t (a int);', /unlogged_object \(1\)/],
+    ['column privilege', `CREATE TABLE t (a int); GRANT SELECT (a) ON t TO "${db.role}";`, /column_privilege \(1\)/],
+    ['default privilege', `ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO "${db.role}";`, /default_privilege \(1\)/],
+    ['view trigger', "CREATE VIEW v AS SELECT 1 AS a; CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER tr INSTEAD OF INSERT ON v FOR EACH ROW EXECUTE FUNCTION tf();", /view_trigger \(1\)/],
+    ['disabled trigger', "CREATE TABLE t (a int); CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION tf(); ALTER TABLE t DISABLE TRIGGER tr;", /disabled_trigger \(1\)/],
+    ['extension operator outside an extension', 'CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq);', /operator \(1\)/],
     ['collation', 'CREATE TABLE t (a text COLLATE "C");', /column_collation \(1\)/],
     ['ownership', 'CREATE ROLE ptah_scratch_owner_probe; CREATE TABLE t (a int); ALTER TABLE t OWNER TO ptah_scratch_owner_probe;', /ownership \(1\)/],
+    ['routine ownership', "CREATE ROLE ptah_scratch_owner_probe; CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'; ALTER FUNCTION f() OWNER TO ptah_scratch_owner_probe;", /ownership \(1\)/],
   ];
   const superuser = await freshDatabase(t, 'exec_unsupported_su');
   for (const [name, sql, kind] of desiredCases) {
@@ -228,12 +194,15 @@ t.test('objects outside the supported set are refused, in the desired schema and
     t.match(report.error?.message, kind, name);
   }
   t.equal((await planFor(superuser.url, schemaDir(t, 'CREATE TABLE t (a int);'))).outcome, 'Changes', 'the same target plans a supported schema');
+  // An extension's own functions, types and operators are the extension's, never refused on their own.
+  const withExtension = await planFor(superuser.url, schemaDir(t, 'CREATE EXTENSION citext; CREATE EXTENSION pgcrypto; CREATE TABLE t (a citext);'));
+  t.equal(withExtension.outcome, 'Changes', `extensions are modelled: ${JSON.stringify(withExtension.error)}`);
 
-  await db.query("CREATE TYPE status AS ENUM ('new'); CREATE TABLE t (s status);");
+  await db.query("CREATE TYPE span AS RANGE (subtype = float8); CREATE TABLE t (s span);");
   for (const command of ['observe', 'plan'] as const) {
     const report = await runExecutor<ObserveReport | PlanReport>(command, { dbUrl: db.url, artifactDir: schemaDir(t, 'CREATE TABLE t (s text);') });
     t.equal(report.error?.code, 'unsupported_object', command);
-    t.match(report.error?.message, /^the target database's managed schemas hold objects outside the supported set: enum \(1\)/, command);
+    t.match(report.error?.message, /^the target database's managed schemas hold objects outside the supported set: multirange_type \(1\), range_type \(1\)/, command);
   }
 });
 
@@ -280,4 +249,48 @@ t.test('a bad URL or an unreachable server gives a clear error without the passw
   }
   const missing = await runExecutorProcess<ObserveReport>('observe', { artifactDir: dir });
   t.same(missing.report.error, { code: 'invalid_input', message: 'PTAH_DB_URL is not set' });
+});
+
+t.test('a plan of index builds runs CONCURRENTLY; a build that fails leaves no index behind and changes nothing', async (t) => {
+  const db = await roleDatabase(t, 'exec_concurrent');
+  await db.query('CREATE TABLE t (a int, b int); INSERT INTO t SELECT i, i % 2 FROM generate_series(1, 100) i;');
+  const wanted = 'CREATE TABLE t (a int, b int); CREATE INDEX t_a ON t (a); CREATE UNIQUE INDEX t_b ON t (b);';
+  const report = await planFor(db.url, schemaDir(t, wanted));
+  const plan = report.plan as ClassifiedPlanDocument;
+  t.equal(plan.transactional, false);
+  t.same(plan.statements, ['CREATE INDEX CONCURRENTLY t_a ON public.t USING btree (a)', 'CREATE UNIQUE INDEX CONCURRENTLY t_b ON public.t USING btree (b)']);
+  const indexes = () => db.query("SELECT indexrelid::regclass::text AS name, indisvalid AS valid FROM pg_index WHERE indrelid = 'public.t'::regclass ORDER BY 1");
+
+  const failed = await runExecutorProcess<ApplyReport>('apply', applyEnv(t, db.url, plan, operationId('dup')));
+  t.equal(failed.code, 1);
+  t.equal(failed.report.outcome, 'failed');
+  t.equal(failed.report.error?.code, 'statement_failed');
+  t.match(failed.report.error?.message, /statement 2 of 2 failed: .*could not create unique index.*every index this plan built was dropped again/);
+  t.same(await indexes(), [], 'neither the built index nor the invalid one is left');
+  t.same(await db.query("SELECT to_regclass('ptah_migrations.schema_applies') IS NULL AS absent"), [{ absent: true }], 'nothing was recorded');
+
+  await db.query('TRUNCATE t; INSERT INTO t VALUES (1, 1), (2, 2);');
+  await db.query('CREATE TABLE other (x int)');
+  const moved = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, plan, operationId('moved')));
+  t.equal(moved.error?.code, 'target_changed', 'a concurrent plan also refuses a target that moved');
+  t.same(await indexes(), []);
+  await db.query('DROP TABLE other');
+
+  const applied = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, plan, operationId('ok')));
+  t.equal(applied.outcome, 'applied', JSON.stringify(applied.error));
+  t.same(await indexes(), [{ name: 't_a', valid: true }, { name: 't_b', valid: true }]);
+  t.same(await db.query('SELECT statement_count FROM ptah_migrations.schema_applies'), [{ statement_count: 2 }], 'the apply is recorded');
+  t.equal((await planFor(db.url, schemaDir(t, wanted))).outcome, 'NoChanges');
+});
+
+t.test('a plan that grants, revokes or changes a policy says so, whatever else it does', async (t) => {
+  const db = await roleDatabase(t, 'exec_privilege');
+  await db.query('CREATE TABLE t (a int)');
+  const granted = await planFor(db.url, schemaDir(t, `CREATE TABLE t (a int); GRANT SELECT ON t TO "${db.role}_reader";`));
+  t.equal(granted.error?.code, 'desired_schema_invalid', 'a grant to a missing role fails to build, naming nothing secret');
+  const plain = (await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int, b int);'))).plan as ClassifiedPlanDocument;
+  t.same([plain.privilegeChanging, plain.privilegeStatements], [false, []], 'adding a column changes no privilege');
+  const rls = (await planFor(db.url, schemaDir(t, 'CREATE TABLE t (a int, b int); ALTER TABLE t ENABLE ROW LEVEL SECURITY;'))).plan as ClassifiedPlanDocument;
+  t.equal(rls.privilegeChanging, true);
+  t.same(rls.privilegeStatements.map((i) => rls.statements[i]), ['ALTER TABLE "public"."t" ENABLE ROW LEVEL SECURITY']);
 });

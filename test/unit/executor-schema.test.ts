@@ -4,23 +4,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExecutorFailure, redact, registerUrlSecrets } from '../../src/executor/failure.js';
 import { diffModels, summarizeDrift } from '../../src/executor/schema/diff.js';
-import { stateFingerprint, type Column, type Constraint, type SchemaModel, type Table, type View, type Sequence } from '../../src/executor/schema/model.js';
+import {
+  emptyModel, stateFingerprint, type Column, type Constraint, type Grant, type Index, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
+} from '../../src/executor/schema/model.js';
 import { planStatements, type PlannedStatement } from '../../src/executor/schema/statements.js';
-import { readPlanDocument } from '../../src/executor/schema/commands.js';
+import { planDocument, readPlanDocument } from '../../src/executor/schema/commands.js';
 import { realmLockKey } from '../../src/shared/realm-lock-key.js';
 
 const seqOptions = { start: '1', increment: '1', min: '1', max: '2147483647', cache: '1', cycle: false };
-const col = (name: string, type = 'integer', extra: Partial<Column> = {}): Column => ({ name, type, notNull: false, default: null, identity: null, ...extra });
+const col = (name: string, type = 'integer', extra: Partial<Column> = {}): Column => ({ name, type, notNull: false, default: null, identity: null, generated: null, ...extra });
 const pk = (name: string, columns: string): Constraint => ({ name, kind: 'primary_key', definition: `PRIMARY KEY (${columns})`, references: null });
 const unique = (name: string, columns: string): Constraint => ({ name, kind: 'unique', definition: `UNIQUE (${columns})`, references: null });
 const fk = (name: string, column: string, table: string, target: string): Constraint =>
   ({ name, kind: 'foreign_key', definition: `FOREIGN KEY (${column}) REFERENCES ${table.replace(/"/g, '')}(${target})`, references: table });
 const table = (schema: string, name: string, columns: Column[], constraints: Constraint[] = []): Table =>
-  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [] });
-const view = (name: string, definition: string, dependsOn: string[]): View => ({ key: `"public"."${name}"`, schema: 'public', name, definition, dependsOn });
+  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [], rowSecurity: false, forceRowSecurity: false, partitionBy: null, partitionOf: null });
+const view = (name: string, definition: string, dependsOn: string[]): View => ({ key: `"public"."${name}"`, schema: 'public', name, materialized: false, definition, indexes: [], dependsOn });
 const sequence = (name: string, ownedBy: Sequence['ownedBy'] = null): Sequence =>
   ({ key: `"public"."${name}"`, schema: 'public', name, type: 'integer', options: seqOptions, ownedBy });
-const model = (parts: Partial<SchemaModel>): SchemaModel => ({ schemas: ['public'], tables: [], views: [], sequences: [], ...parts });
+const model = (parts: Partial<SchemaModel>): SchemaModel => ({ ...emptyModel(), schemas: ['public'], ...parts });
 
 const sqlOf = (plan: PlannedStatement[]) => plan.map((s) => s.sql);
 /** Index of the first statement matching `pattern`; fails the test when none does. */
@@ -149,7 +151,8 @@ t.test('the plan document is checked before anything else happens', async (t) =>
   const digest = 'sha256:' + 'a'.repeat(64);
   const good = {
     formatVersion: 1, engine: 'postgresql', statements: ['CREATE TABLE "public"."t" ()'], statementCount: 1, destructive: false,
-    destructiveStatements: [], actualStateFingerprint: digest, desiredSchemaDigest: digest, desiredStateFingerprint: digest,
+    destructiveStatements: [], privilegeChanging: false, privilegeStatements: [], lockingStatements: [], transactional: true,
+    actualStateFingerprint: digest, desiredSchemaDigest: digest, desiredStateFingerprint: digest,
   };
   const read = (doc: unknown) => {
     const path = join(dir, 'plan.json');
@@ -157,6 +160,8 @@ t.test('the plan document is checked before anything else happens', async (t) =>
     return readPlanDocument(path);
   };
   t.same(read(good), good);
+  const classified = { ...good, privilegeChanging: true, privilegeStatements: [0], lockingStatements: [{ index: 0, reason: 'table_rewrite' }], transactional: false };
+  t.same(read(classified), classified, 'a classified plan reads back as written');
   const bad: [string, unknown][] = [
     ['not json', '{'],
     ['array', []],
@@ -168,6 +173,13 @@ t.test('the plan document is checked before anything else happens', async (t) =>
     ['fingerprint', { ...good, actualStateFingerprint: 'abc' }],
     ['schema digest', { ...good, desiredSchemaDigest: undefined }],
     ['no convergence fingerprint', { ...good, desiredStateFingerprint: undefined }],
+    ['privilege flag without statements', { ...good, privilegeChanging: true }],
+    ['privilege statements without the flag', { ...good, privilegeStatements: [0] }],
+    ['privilege statement out of range', { ...good, privilegeChanging: true, privilegeStatements: [1] }],
+    ['no privilege classification', { ...good, privilegeChanging: undefined, privilegeStatements: undefined }],
+    ['locking statement out of range', { ...good, lockingStatements: [{ index: 3, reason: 'table_rewrite' }] }],
+    ['no locking classification', { ...good, lockingStatements: undefined }],
+    ['no transactional flag', { ...good, transactional: 'yes' }],
   ];
   for (const [name, doc] of bad) {
     t.throws(() => read(doc), { name: 'ExecutorFailure', code: 'invalid_plan' }, name);
@@ -189,4 +201,254 @@ t.test('realm lock keys are stable signed 64-bit integers, distinct per realm', 
   const n = BigInt(a);
   t.ok(n >= -(2n ** 63n) && n < 2n ** 63n);
   t.throws(() => realmLockKey(''));
+});
+
+// The kinds beyond tables, views and sequences: extensions, enums, domains, composite types, routines, triggers,
+// row-level security and policies, comments, grants, materialized views and partitions. Each case checks the
+// order PostgreSQL needs and the classification a person approves by (destructive, privilege, locking).
+const ptable = (name: string, columns: Column[], extra: Partial<Table> = {}): Table => ({ ...table('public', name, columns), ...extra });
+const index = (name: string, on: string, extra = ''): Index => ({ name, definition: `CREATE INDEX ${name} ON public.${on} USING btree (a)${extra}`, unique: false });
+const pview = (name: string, dependsOn: string[], extra: Partial<View> = {}): View => ({ ...view(name, ' SELECT 1 AS a', dependsOn), ...extra });
+const routine = (name: string, body = 'SELECT 1', result = 'integer', args = ''): Routine => ({
+  key: `public.${name}(${args})`, kind: 'function', header: `f ${result} (${args})`,
+  definition: `CREATE OR REPLACE FUNCTION public.${name}(${args}) RETURNS ${result} LANGUAGE sql AS $$${body}$$`, parsedBody: false,
+});
+const trigger = (name: string, on: string, fn: string): Trigger =>
+  ({ table: `"public"."${on}"`, name, routine: `public.${fn}()`, definition: `CREATE TRIGGER ${name} BEFORE UPDATE ON public.${on} FOR EACH ROW EXECUTE FUNCTION public.${fn}()` });
+const grant = (target: string, grantee: string, privilege: string, grantable = false): Grant => ({ target, grantee, privilege, grantable });
+
+t.test('extensions and types exist before the tables that use them, and go only after', async (t) => {
+  const desired = model({
+    extensions: [{ name: 'citext', schema: 'public', version: '1.6' }],
+    enums: [{ key: 'public.mood', schema: 'public', values: ['sad', 'happy'] }],
+    domains: [{ key: 'public.email', type: 'public.citext', notNull: false, default: null, checks: [{ name: 'has_at', definition: "CHECK ((VALUE ~~ '%@%'::public.citext))" }] }],
+    composites: [{ key: 'public.pair', attributes: [{ name: 'a', type: 'public.mood' }] }],
+    tables: [ptable('t', [col('m', 'public.mood'), col('e', 'public.email'), col('p', 'public.pair')])],
+  });
+  const plan = planStatements(model({}), desired);
+  const order = [/^CREATE EXTENSION "citext" WITH SCHEMA "public" VERSION '1.6'$/, /^CREATE TYPE public.mood AS ENUM \('sad', 'happy'\)$/,
+    /^CREATE DOMAIN public.email AS public.citext$/, /^ALTER DOMAIN public.email ADD CONSTRAINT "has_at" CHECK/, /^CREATE TYPE public.pair AS \("a" public.mood\)$/, /^CREATE TABLE "public"."t"/];
+  const positions = order.map((p) => at(t, plan, p));
+  t.same(positions, [...positions].sort((a, b) => a - b), sqlOf(plan).join('\n'));
+  t.notOk(plan.some((s) => s.destructive || s.privilege), 'creating loses nothing and grants nothing');
+
+  const back = planStatements(desired, model({}));
+  const dropTable = at(t, back, /^DROP TABLE "public"."t"$/);
+  for (const p of [/^DROP TYPE public.pair$/, /^DROP DOMAIN public.email$/, /^DROP TYPE public.mood$/, /^DROP EXTENSION "citext"$/]) t.ok(at(t, back, p) > dropTable, `${p} after the table`);
+  t.same([...new Set(back.flatMap((s) => (s.destructive ? [s.destructive] : [])))].sort(), ['drop_extension', 'drop_table', 'drop_type']);
+});
+
+t.test('an extension changes version or schema in place', async (t) => {
+  const plan = planStatements(model({ schemas: ['public', 'ext'], extensions: [{ name: 'citext', schema: 'public', version: '1.5' }] }),
+    model({ schemas: ['public', 'ext'], extensions: [{ name: 'citext', schema: 'ext', version: '1.6' }] }));
+  t.same(sqlOf(plan), ['ALTER EXTENSION "citext" SET SCHEMA "ext"', `ALTER EXTENSION "citext" UPDATE TO '1.6'`]);
+});
+
+t.test('enum values are added in position; removing one recreates the type, flagged destructive', async (t) => {
+  const e = (values: string[]) => [{ key: 'public.mood', schema: 'public', values }];
+  const people = ptable('people', [col('m', 'public.mood', { default: "'happy'::public.mood" }), col('h', 'public.mood[]')]);
+  const added = planStatements(model({ enums: e(['sad', 'happy']), tables: [people] }), model({ enums: e(['meh', 'sad', 'ok', 'happy', 'wow']), tables: [people] }));
+  t.same(sqlOf(added), [
+    "ALTER TYPE public.mood ADD VALUE 'meh' BEFORE 'sad'", "ALTER TYPE public.mood ADD VALUE 'ok' AFTER 'sad'", "ALTER TYPE public.mood ADD VALUE 'wow' AFTER 'happy'",
+  ]);
+  t.notOk(added.some((s) => s.destructive || s.locking), 'adding a value rewrites nothing');
+
+  const reading = pview('happy', ['"public"."people"']);
+  const removed = planStatements(model({ enums: e(['sad', 'ok', 'happy']), tables: [people], views: [reading] }),
+    model({ enums: e(['sad', 'happy']), tables: [people], views: [reading] }));
+  const rename = at(t, removed, /^ALTER TYPE public.mood RENAME TO "ptah_replaced_[0-9a-f]{16}"$/);
+  t.equal(removed[rename]!.destructive, 'remove_enum_value');
+  const dropView = at(t, removed, /^DROP VIEW "public"."happy"$/);
+  const retype = at(t, removed, /ALTER COLUMN "m" TYPE public.mood USING "m"::text::public.mood$/);
+  const retypeArray = at(t, removed, /ALTER COLUMN "h" TYPE public.mood\[\] USING "h"::text\[\]::public.mood\[\]$/);
+  const dropOld = at(t, removed, /^DROP TYPE "public"."ptah_replaced_/);
+  const createView = at(t, removed, /^CREATE VIEW "public"."happy"/);
+  t.ok(dropView < rename && rename < retype && retype < retypeArray && retypeArray < dropOld && dropOld < createView, sqlOf(removed).join('\n'));
+  t.equal(removed[retype]!.locking, 'table_rewrite');
+  t.ok(at(t, removed, /ALTER COLUMN "m" DROP DEFAULT/) < retype && retype < at(t, removed, /ALTER COLUMN "m" SET DEFAULT 'happy'::public.mood/), 'the default steps aside');
+});
+
+t.test('a routine is replaced in place when its signature and header hold, else dropped and created with its dependants around it', async (t) => {
+  const touch = routine('touch', 'SELECT 1', 'trigger');
+  const withTrigger = (r: Routine, views: View[] = []) =>
+    model({ routines: [r], tables: [ptable('t', [col('a')])], triggers: [trigger('t_touch', 't', 'touch')], views });
+  const replaced = planStatements(withTrigger(touch), withTrigger(routine('touch', 'SELECT 2', 'trigger')));
+  t.same(sqlOf(replaced), ['SET LOCAL check_function_bodies = off', 'CREATE OR REPLACE FUNCTION public.touch() RETURNS trigger LANGUAGE sql AS $$SELECT 2$$'],
+    'the trigger stays');
+
+  const reader = pview('v', ['"public"."t"', 'public.touch()']);
+  const retyped = planStatements(withTrigger(touch, [reader]), withTrigger(routine('touch', 'SELECT 2', 'event_trigger'), [reader]));
+  const dropTrigger = at(t, retyped, /^DROP TRIGGER "t_touch" ON "public"."t"$/);
+  const dropView = at(t, retyped, /^DROP VIEW "public"."v"$/);
+  const dropFn = at(t, retyped, /^DROP FUNCTION public.touch\(\)$/);
+  const create = at(t, retyped, /^CREATE OR REPLACE FUNCTION public.touch\(\) RETURNS event_trigger/);
+  const createView = at(t, retyped, /^CREATE VIEW "public"."v"/);
+  const createTrigger = at(t, retyped, /^CREATE TRIGGER t_touch/);
+  t.ok(dropTrigger < dropFn && dropView < dropFn && dropFn < create && create < createView && create < createTrigger, sqlOf(retyped).join('\n'));
+  t.notOk(retyped.some((s) => s.destructive), 'the same signature comes back');
+
+  const gone = planStatements(model({ routines: [routine('f'), routine('f', 'SELECT 1', 'integer', 'integer')] }), model({ routines: [routine('f', 'SELECT 1', 'integer', 'integer')] }));
+  t.same(gone.map((s) => [s.sql, s.destructive]), [['DROP FUNCTION public.f()', 'drop_routine']], 'a signature that goes is a destructive drop');
+});
+
+t.test('a routine whose body is parsed at creation comes after the tables it reads', async (t) => {
+  const plan = planStatements(model({}), model({ tables: [ptable('t', [col('a')])], routines: [{ ...routine('n'), parsedBody: true }, routine('m')] }));
+  t.ok(at(t, plan, /FUNCTION public.m\(\)/) < at(t, plan, /^CREATE TABLE/) && at(t, plan, /^CREATE TABLE/) < at(t, plan, /FUNCTION public.n\(\)/), sqlOf(plan).join('\n'));
+});
+
+t.test('row-level security and policies are privilege changes; policies on a dropped table go with it', async (t) => {
+  const policy = { table: '"public"."t"', name: 'own', definition: 'CREATE POLICY "own" ON "public"."t" AS PERMISSIVE FOR ALL TO PUBLIC USING (true)' };
+  const before = model({ tables: [ptable('t', [col('a')])] });
+  const after = model({ tables: [ptable('t', [col('a')], { rowSecurity: true, forceRowSecurity: true })], policies: [policy] });
+  const plan = planStatements(before, after);
+  t.same(sqlOf(plan), ['ALTER TABLE "public"."t" ENABLE ROW LEVEL SECURITY', 'ALTER TABLE "public"."t" FORCE ROW LEVEL SECURITY', policy.definition]);
+  t.ok(plan.every((s) => s.privilege), 'each is a privilege change');
+  const back = planStatements(after, before);
+  t.same(sqlOf(back), ['DROP POLICY "own" ON "public"."t"', 'ALTER TABLE "public"."t" DISABLE ROW LEVEL SECURITY', 'ALTER TABLE "public"."t" NO FORCE ROW LEVEL SECURITY']);
+  t.same(sqlOf(planStatements(after, model({}))), ['DROP TABLE "public"."t"'], 'no separate policy drop for a dropped table');
+});
+
+t.test('grants: changes are privilege statements; a new routine starts with EXECUTE for PUBLIC; a recreated view is granted again', async (t) => {
+  const items = ptable('items', [col('a')]);
+  const base = { tables: [items], routines: [routine('f')] };
+  const publicExecute = grant('FUNCTION public.f()', 'PUBLIC', 'EXECUTE');
+  const plan = planStatements(model(base), model({ ...base, grants: [grant('TABLE "public"."items"', '"r"', 'SELECT', true), publicExecute] }));
+  t.same(sqlOf(plan), ['GRANT SELECT ON TABLE "public"."items" TO "r" WITH GRANT OPTION', 'GRANT EXECUTE ON FUNCTION public.f() TO PUBLIC']);
+  t.ok(plan.every((s) => s.privilege));
+
+  const fresh = planStatements(model({}), model({ routines: [routine('g')], grants: [grant('FUNCTION public.g()', '"r"', 'EXECUTE')] }));
+  t.same(sqlOf(fresh).slice(-2), ['GRANT EXECUTE ON FUNCTION public.g() TO "r"', 'REVOKE EXECUTE ON FUNCTION public.g() FROM PUBLIC'], 'the default is revoked');
+
+  const option = planStatements(model({ ...base, grants: [grant('TABLE "public"."items"', '"r"', 'SELECT', true)] }), model({ ...base, grants: [grant('TABLE "public"."items"', '"r"', 'SELECT')] }));
+  t.same(sqlOf(option), ['REVOKE GRANT OPTION FOR SELECT ON TABLE "public"."items" FROM "r"']);
+
+  const v = (definition: string) => model({ tables: [items], views: [pview('v', ['"public"."items"'], { definition })], grants: [grant('TABLE "public"."v"', '"r"', 'SELECT')] });
+  const redefined = planStatements(v(' SELECT 1 AS a'), v(' SELECT 2 AS a'));
+  t.same(sqlOf(redefined), ['DROP VIEW "public"."v"', 'CREATE VIEW "public"."v" AS\n SELECT 2 AS a', 'GRANT SELECT ON TABLE "public"."v" TO "r"']);
+  t.same(planStatements(v(' SELECT 1 AS a'), model({ tables: [items] })).map((s) => s.sql), ['DROP VIEW "public"."v"'], 'no revoke on a dropped view');
+});
+
+t.test('comments are set last, set again on a recreated object, and removed only where the object stays', async (t) => {
+  const base = { tables: [ptable('t', [col('a')])], views: [pview('v', ['"public"."t"'])] };
+  const comments = [{ target: 'VIEW "public"."v"', text: "it's a view" }, { target: 'COLUMN "public"."t"."a"', text: 'a' }];
+  const set = planStatements(model(base), model({ ...base, comments }));
+  t.same(sqlOf(set), [`COMMENT ON VIEW "public"."v" IS 'it''s a view'`, `COMMENT ON COLUMN "public"."t"."a" IS 'a'`]);
+  t.notOk(set.some((s) => s.privilege || s.destructive));
+  const retyped = { tables: [ptable('t', [col('a', 'bigint')])], views: base.views };
+  const again = planStatements(model({ ...base, comments }), model({ ...retyped, comments }));
+  t.same(sqlOf(again).slice(-1), [`COMMENT ON VIEW "public"."v" IS 'it''s a view'`], 'the recreated view gets its comment back; the column kept its own');
+  t.same(sqlOf(planStatements(model({ ...base, comments }), model(base))).sort(), ['COMMENT ON COLUMN "public"."t"."a" IS NULL', 'COMMENT ON VIEW "public"."v" IS NULL']);
+  t.same(sqlOf(planStatements(model({ ...base, comments }), model({}))), ['DROP VIEW "public"."v"', 'DROP TABLE "public"."t"'], 'a dropped object takes its comment');
+});
+
+t.test('partitions: parents first, the parent index reaches every partition, a changed bound remakes the partition', async (t) => {
+  const parent = ptable('events', [col('a')], { partitionBy: 'RANGE (a)', indexes: [{ name: 'events_a', definition: 'CREATE INDEX events_a ON ONLY public.events USING btree (a)', unique: false }] });
+  const part = (bound: string) => ptable('events_1', [col('a')], { partitionOf: { parent: parent.key, bound } });
+  const plan = planStatements(model({}), model({ tables: [part('FOR VALUES FROM (1) TO (10)'), parent] }));
+  t.same(sqlOf(plan), [
+    'CREATE TABLE "public"."events" (\n  "a" integer\n) PARTITION BY RANGE (a)',
+    'CREATE TABLE "public"."events_1" PARTITION OF "public"."events" FOR VALUES FROM (1) TO (10)',
+    'CREATE INDEX events_a ON public.events USING btree (a)',
+  ]);
+  const rebound = planStatements(model({ tables: [parent, part('FOR VALUES FROM (1) TO (10)')] }), model({ tables: [parent, part('FOR VALUES FROM (1) TO (20)')] }));
+  t.same(rebound.map((s) => [s.sql, s.destructive ?? null]), [
+    ['DROP TABLE "public"."events_1"', 'drop_table'],
+    ['CREATE TABLE "public"."events_1" PARTITION OF "public"."events" FOR VALUES FROM (1) TO (20)', null],
+  ]);
+  t.same(planStatements(model({ tables: [parent, part('DEFAULT')] }), model({ tables: [{ ...parent, columns: [col('a'), col('b')] }, { ...part('DEFAULT'), columns: [col('a'), col('b')] }] }))
+    .map((s) => s.sql), ['ALTER TABLE "public"."events" ADD COLUMN "b" integer'], 'a partition takes its columns from its parent');
+});
+
+t.test('materialized views are created with data and their indexes, and recreated whole when anything changes', async (t) => {
+  const mv = (indexes: Index[]) => pview('mv', ['"public"."t"'], { materialized: true, indexes });
+  const base = { tables: [ptable('t', [col('a')])] };
+  const plan = planStatements(model(base), model({ ...base, views: [mv([index('mv_a', 'mv')])] }));
+  t.same(sqlOf(plan), ['CREATE MATERIALIZED VIEW "public"."mv" AS\n SELECT 1 AS a\nWITH DATA', 'CREATE INDEX mv_a ON public.mv USING btree (a)']);
+  const more = planStatements(model({ ...base, views: [mv([index('mv_a', 'mv')])] }), model({ ...base, views: [mv([index('mv_a', 'mv'), index('mv_b', 'mv')])] }));
+  t.same(sqlOf(more)[0], 'DROP MATERIALIZED VIEW "public"."mv"');
+  t.equal(more.length, 4);
+  t.notOk(more.some((s) => s.destructive), 'a recreated materialized view comes back with its data');
+});
+
+t.test('locking: rewrites, scans and blocking builds on existing tables are marked; new tables are not', async (t) => {
+  const before = model({ tables: [ptable('t', [col('a'), col('b', 'text')])] });
+  const after = model({
+    tables: [ptable('t', [col('a', 'bigint', { notNull: true }), col('b', 'text'), col('g', 'integer', { generated: 'a * 2' })], {
+      indexes: [index('t_a', 't')], constraints: [{ name: 'b_check', kind: 'check', definition: "CHECK ((b <> ''::text))", references: null }],
+    }), ptable('fresh', [col('a')], { indexes: [index('fresh_a', 'fresh')] })],
+  });
+  const plan = planStatements(before, after);
+  const locking = (p: RegExp) => plan[at(t, plan, p)]!.locking ?? null;
+  t.equal(locking(/ALTER COLUMN "a" TYPE bigint/), 'table_rewrite');
+  t.equal(locking(/ALTER COLUMN "a" SET NOT NULL/), 'full_table_scan');
+  t.equal(locking(/ADD COLUMN "g" integer GENERATED ALWAYS AS \(a \* 2\) STORED/), 'table_rewrite');
+  t.equal(locking(/ADD CONSTRAINT "b_check"/), 'full_table_scan');
+  t.equal(locking(/CREATE INDEX t_a/), 'blocking_index_build');
+  t.equal(locking(/CREATE INDEX fresh_a/), null, 'a new table is empty');
+  t.equal(locking(/CREATE TABLE "public"."fresh"/), null);
+  t.equal(planDocument(plan, 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64)).transactional, true, 'a mixed plan runs in a transaction');
+});
+
+t.test('a plan of index builds on existing tables runs CONCURRENTLY outside a transaction, and says so', async (t) => {
+  const before = model({ tables: [ptable('t', [col('a')])] });
+  const plan = planStatements(before, model({ tables: [ptable('t', [col('a')], { indexes: [index('t_a', 't'), { ...index('t_u', 't'), definition: 'CREATE UNIQUE INDEX t_u ON public.t USING btree (a)', unique: true }] })] }));
+  const doc = planDocument(plan, 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64));
+  t.equal(doc.transactional, false);
+  t.same(doc.statements, ['CREATE INDEX CONCURRENTLY t_a ON public.t USING btree (a)', 'CREATE UNIQUE INDEX CONCURRENTLY t_u ON public.t USING btree (a)']);
+  t.same(doc.lockingStatements, [{ index: 0, reason: 'concurrent_index_build' }, { index: 1, reason: 'concurrent_index_build' }]);
+  t.same(sqlOf(plan), ['CREATE INDEX t_a ON public.t USING btree (a)', 'CREATE UNIQUE INDEX t_u ON public.t USING btree (a)'], 'the proof runs the transactional form');
+
+  const partitioned = model({ tables: [ptable('p', [col('a')], { partitionBy: 'RANGE (a)' })] });
+  const onParent = planStatements(partitioned, model({ tables: [ptable('p', [col('a')], { partitionBy: 'RANGE (a)', indexes: [index('p_a', 'p')] })] }));
+  t.equal(planDocument(onParent, 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64)).transactional, true,
+    'a partitioned table cannot be indexed concurrently');
+  const privileged = planDocument([{ sql: 'GRANT SELECT ON TABLE "public"."t" TO "r"', privilege: true }], 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64));
+  t.same([privileged.privilegeChanging, privileged.privilegeStatements], [true, [0]]);
+});
+
+t.test('generated columns: a changed expression is a new column; the fingerprint covers every kind', async (t) => {
+  const m = (generated: string) => model({ tables: [ptable('t', [col('a'), col('g', 'integer', { generated })])] });
+  t.same(sqlOf(planStatements(m('a * 2'), m('a * 3'))), ['ALTER TABLE "public"."t" DROP COLUMN "g"', 'ALTER TABLE "public"."t" ADD COLUMN "g" integer GENERATED ALWAYS AS (a * 3) STORED']);
+  const kinds: Partial<SchemaModel>[] = [
+    { extensions: [{ name: 'x', schema: 'public', version: '1' }] }, { enums: [{ key: 'public.e', schema: 'public', values: [] }] },
+    { domains: [{ key: 'public.d', type: 'integer', notNull: false, default: null, checks: [] }] }, { composites: [{ key: 'public.c', attributes: [] }] },
+    { routines: [routine('f')] }, { triggers: [trigger('tr', 't', 'f')] }, { comments: [{ target: 'SCHEMA "public"', text: 'x' }] },
+    { grants: [grant('SCHEMA "public"', '"r"', 'USAGE')] }, { policies: [{ table: '"public"."t"', name: 'p', definition: 'CREATE POLICY' }] },
+  ];
+  const empty = stateFingerprint(model({}));
+  for (const k of kinds) t.not(stateFingerprint(model(k)), empty, `${Object.keys(k)[0]} is in the fingerprint`);
+  t.same(summarizeDrift(diffModels(model({}), model({ enums: [{ key: 'public.e', schema: 'public', values: ['a'] }], grants: [grant('SCHEMA "public"', '"r"', 'USAGE')] }))).findings,
+    [{ category: 'missing_enum', count: 1 }, { category: 'missing_grant', count: 1 }]);
+});
+
+t.test('a comment on an object the model does not list one by one (a key\'s index) is planned once, then converges', async (t) => {
+  const keyed = { tables: [ptable('t', [col('a')], { constraints: [{ name: 't_pkey', kind: 'primary_key', definition: 'PRIMARY KEY (a)', references: null }] })] };
+  const comments = [{ target: 'INDEX "public"."t_pkey"', text: 'the key' }];
+  t.same(sqlOf(planStatements(model(keyed), model({ ...keyed, comments }))), [`COMMENT ON INDEX "public"."t_pkey" IS 'the key'`]);
+  t.same(planStatements(model({ ...keyed, comments }), model({ ...keyed, comments })), [], 'an unchanged comment plans nothing');
+});
+
+t.test('a table made again (its partitioning changes) gets its foreign keys, triggers and policies once, after it exists', async (t) => {
+  const parent = ptable('accounts', [col('id')], { constraints: [pk('accounts_pkey', 'id')] });
+  const events = (partitionBy: string | null) => ptable('events', [col('account')], { partitionBy, constraints: [fk('events_account_fkey', 'account', parent.key, 'id')] });
+  const extras = { triggers: [trigger('events_touch', 'events', 'touch')], policies: [{ table: '"public"."events"', name: 'p', definition: 'CREATE POLICY "p" ON "public"."events"' }] };
+  const plan = planStatements(model({ tables: [parent, events(null)], routines: [routine('touch')], ...extras }),
+    model({ tables: [parent, events('RANGE (account)')], routines: [routine('touch')], ...extras }));
+  t.same(sqlOf(plan), [
+    'DROP TABLE "public"."events"',
+    'CREATE TABLE "public"."events" (\n  "account" integer\n) PARTITION BY RANGE (account)',
+    'ALTER TABLE "public"."events" ADD CONSTRAINT "events_account_fkey" FOREIGN KEY (account) REFERENCES public.accounts(id)',
+    'CREATE TRIGGER events_touch BEFORE UPDATE ON public.events FOR EACH ROW EXECUTE FUNCTION public.touch()',
+    'CREATE POLICY "p" ON "public"."events"',
+  ]);
+  t.same(plan.map((s) => s.destructive ?? null)[0], 'drop_table');
+});
+
+t.test('two tables made again, one referencing the other: the key between them is dropped once and added once', async (t) => {
+  const accounts = (partitionBy: string | null) => ptable('accounts', [col('id')], { partitionBy, constraints: [pk('accounts_pkey', 'id')] });
+  const events = (partitionBy: string | null) => ptable('events', [col('account')], { partitionBy, constraints: [fk('events_account_fkey', 'account', '"public"."accounts"', 'id')] });
+  const plan = sqlOf(planStatements(model({ tables: [accounts(null), events(null)] }), model({ tables: [accounts('HASH (id)'), events('HASH (account)')] })));
+  t.equal(plan.filter((s) => / DROP CONSTRAINT "events_account_fkey"$/.test(s)).length, 1, plan.join('\n'));
+  t.equal(plan.filter((s) => / ADD CONSTRAINT "events_account_fkey" /.test(s)).length, 1, plan.join('\n'));
+  t.ok(plan.findIndex((s) => s.startsWith('ALTER TABLE "public"."events" ADD CONSTRAINT "events_account_fkey"')) > plan.findIndex((s) => s.includes('ADD CONSTRAINT "accounts_pkey"')));
 });

@@ -8,10 +8,10 @@ import { acquireRealmLock, connect, disconnect, failureCode, isStatementError, q
 import { lockTimeoutMs, optionalEnv, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { diffModels, summarizeDrift } from './diff.js';
-import { introspect } from './introspect.js';
+import { MANAGED_NAMESPACE, introspect } from './introspect.js';
 import { stateFingerprint, type SchemaModel } from './model.js';
 import { loadDesired, provePlan, readDesiredSchema, withScratch, type DesiredSchema } from './scratch.js';
-import { planStatements } from './statements.js';
+import { planStatements, type LockingReason, type PlannedStatement } from './statements.js';
 import { refuseUnsupported } from './unsupported.js';
 
 
@@ -60,25 +60,44 @@ export async function plan(env: Env): Promise<PlanReport> {
     const planned = planStatements(actual, desired);
     if (planned.length === 0) return { command: 'plan', outcome: 'NoChanges', actualStateFingerprint };
     await provePlan(scratch, actual, desired, planned);
-    const destructiveStatements = planned.flatMap((s, index) => (s.destructive ? [{ index, reason: s.destructive }] : []));
-    const document: SchemaPlanDocument = {
-      formatVersion: 1,
-      engine: 'postgresql',
-      statements: planned.map((s) => s.sql),
-      statementCount: planned.length,
-      destructive: destructiveStatements.length > 0,
-      destructiveStatements,
-      actualStateFingerprint,
-      desiredSchemaDigest: desiredSource.digest,
-      desiredStateFingerprint: stateFingerprint(desired),
-    };
+    const document = planDocument(planned, actualStateFingerprint, desiredSource.digest, stateFingerprint(desired));
     return { command: 'plan', outcome: 'Changes', plan: document, planContentDigest: digest(document), actualStateFingerprint };
   });
 }
 
 /**
- * Executes exactly the plan's statements in one transaction, under the realm's advisory lock, only if the
- * target still reads as the plan found it, and commits only if it then reads as the plan promised.
+ * The published plan. A plan made only of index builds on existing tables runs them CONCURRENTLY, outside a
+ * transaction (writes go on meanwhile); any other plan runs in one transaction, as proven.
+ */
+export function planDocument(planned: readonly PlannedStatement[], actualStateFingerprint: string, desiredSchemaDigest: string,
+  desiredStateFingerprint: string): ClassifiedPlanDocument {
+  const transactional = !planned.every((s) => s.concurrently !== undefined);
+  const destructiveStatements = planned.flatMap((s, index) => (s.destructive ? [{ index, reason: s.destructive }] : []));
+  const privilegeStatements = planned.flatMap((s, index) => (s.privilege ? [index] : []));
+  // Built concurrently, an index no longer blocks writes; it still reads the whole table.
+  const lockingStatements = planned.flatMap((s, index) =>
+    (s.locking ? [{ index, reason: !transactional && s.locking === 'blocking_index_build' ? 'concurrent_index_build' as const : s.locking }] : []));
+  return {
+    formatVersion: 1,
+    engine: 'postgresql',
+    statements: planned.map((s) => (transactional ? s.sql : s.concurrently!)),
+    statementCount: planned.length,
+    destructive: destructiveStatements.length > 0,
+    destructiveStatements,
+    privilegeChanging: privilegeStatements.length > 0,
+    privilegeStatements,
+    lockingStatements,
+    transactional,
+    actualStateFingerprint,
+    desiredSchemaDigest,
+    desiredStateFingerprint,
+  };
+}
+
+/**
+ * Executes exactly the plan's statements under the realm's advisory lock, only if the target still reads as
+ * the plan found it, and keeps them only if it then reads as the plan promised: in one transaction, or, for a
+ * plan of concurrent index builds, one statement at a time, dropping every index it built if any fails.
  */
 export async function apply(env: Env): Promise<ApplyReport> {
   const operationId = requireOperationId(env);
@@ -89,33 +108,40 @@ export async function apply(env: Env): Promise<ApplyReport> {
   let statementsExecuted = 0;
   const failed = (error: ExecutorFailure): ApplyReport =>
     ({ command: 'apply', outcome: 'failed', planContentDigest, statementsExecuted, error: error.toReport() });
+  const record = () => target.query(`INSERT INTO ${SCHEMA_APPLIES_TABLE} (operation_id, plan_content_digest, desired_schema_digest, statement_count) VALUES ($1, $2, $3, $4)`,
+    [operationId, planContentDigest, document.desiredSchemaDigest, document.statementCount]);
+  const run = async (i: number, sql: string, after: string) => {
+    try {
+      await target.query(sql);
+    } catch (err) {
+      throw new ExecutorFailure(failureCode(err, 'statement_failed'), `statement ${i + 1} of ${document.statementCount} failed: ${errorMessage(err)}; ${after}`);
+    }
+    statementsExecuted += 1;
+  };
+  const refuseMoved = (model: SchemaModel) => {
+    if (stateFingerprint(model) !== document.actualStateFingerprint) {
+      throw new ExecutorFailure('target_changed', 'the target schema changed after this plan was computed; plan again; nothing was changed');
+    }
+  };
+  const notConverged = (what: string) => new ExecutorFailure('convergence_failed', `after the plan ran, the target does not read as the desired schema; ${what}`);
 
   const target = await connect(requireEnv(env, 'dbUrl'), 'target');
   try {
     const lock = await acquireRealmLock(target, coordinationDigest, timeoutMs);
     try {
+      if (!document.transactional) {
+        return await applyConcurrently(target, document, { run, record, refuseMoved, notConverged, failed, executed: () => statementsExecuted, planContentDigest });
+      }
       await target.query('BEGIN');
       try {
         await qualifyNames(target);
-        const before = await readTarget(target);
-        if (stateFingerprint(before) !== document.actualStateFingerprint) {
-          throw new ExecutorFailure('target_changed', 'the target schema changed after this plan was computed; plan again; nothing was changed');
-        }
-        for (const [i, sql] of document.statements.entries()) {
-          try {
-            await target.query(sql);
-          } catch (err) {
-            throw new ExecutorFailure(failureCode(err, 'statement_failed'),
-              `statement ${i + 1} of ${document.statementCount} failed: ${errorMessage(err)}; the transaction was rolled back, nothing was changed`);
-          }
-          statementsExecuted += 1;
-        }
+        refuseMoved(await readTarget(target));
+        for (const [i, sql] of document.statements.entries()) await run(i, sql, 'the transaction was rolled back, nothing was changed');
         if (stateFingerprint(await introspect(target)) !== document.desiredStateFingerprint) {
-          throw new ExecutorFailure('convergence_failed', 'after the plan ran, the target does not read as the desired schema; the transaction was rolled back, nothing was changed');
+          throw notConverged('the transaction was rolled back, nothing was changed');
         }
         await ensureBookkeeping(target);
-        await target.query(`INSERT INTO ${SCHEMA_APPLIES_TABLE} (operation_id, plan_content_digest, desired_schema_digest, statement_count) VALUES ($1, $2, $3, $4)`,
-          [operationId, planContentDigest, document.desiredSchemaDigest, document.statementCount]);
+        await record();
       } catch (err) {
         await target.query('ROLLBACK').catch(() => undefined);
         // Nothing commits without the COMMIT below, so any failure up to here changed nothing.
@@ -140,10 +166,82 @@ export async function apply(env: Env): Promise<ApplyReport> {
   }
 }
 
-type PlanWithConvergence = SchemaPlanDocument & { desiredStateFingerprint: string };
+interface ConcurrentSteps {
+  run(i: number, sql: string, after: string): Promise<void>;
+  record(): Promise<unknown>;
+  refuseMoved(model: SchemaModel): void;
+  notConverged(what: string): ExecutorFailure;
+  failed(error: ExecutorFailure): ApplyReport;
+  executed(): number;
+  planContentDigest: string;
+}
+
+const MANAGED_INDEXES = `SELECT c.oid::text AS oid, format('%I.%I', n.nspname, c.relname) AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE c.relkind = 'i' AND ${MANAGED_NAMESPACE}`;
+
+/**
+ * CREATE INDEX CONCURRENTLY cannot run in a transaction. Each build commits on its own; if one fails (leaving
+ * an invalid index) or the result does not converge, every index that was not there before is dropped again,
+ * concurrently, so a failed apply still leaves the target as it was.
+ */
+async function applyConcurrently(target: Db, document: ClassifiedPlanDocument, steps: ConcurrentSteps): Promise<ApplyReport> {
+  const before = await withReadOnlySnapshot(target, async () => {
+    steps.refuseMoved(await readTarget(target));
+    return new Set((await target.query<{ oid: string }>(MANAGED_INDEXES)).rows.map((r) => r.oid));
+  });
+  const undo = async () => {
+    for (const index of (await target.query<{ oid: string; name: string }>(MANAGED_INDEXES)).rows.filter((r) => !before.has(r.oid))) {
+      await target.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index.name}`);
+    }
+  };
+  try {
+    for (const [i, sql] of document.statements.entries()) await steps.run(i, sql, 'every index this plan built was dropped again, nothing was changed');
+    const after = await withReadOnlySnapshot(target, () => introspect(target));
+    if (stateFingerprint(after) !== document.desiredStateFingerprint) throw steps.notConverged('every index this plan built was dropped again, nothing was changed');
+  } catch (err) {
+    try {
+      await undo();
+    } catch (undoErr) {
+      return {
+        command: 'apply', outcome: 'unknown', planContentDigest: steps.planContentDigest, statementsExecuted: steps.executed(),
+        error: new ExecutorFailure('undo_failed', `the plan failed (${errorMessage(err)}) and the indexes it built could not all be dropped again: ${errorMessage(undoErr)}; inspect the target's indexes`).toReport(),
+      };
+    }
+    return steps.failed(err instanceof ExecutorFailure ? err : new ExecutorFailure(failureCode(err, 'statement_failed'), `the apply failed: ${errorMessage(err)}; nothing was changed`));
+  }
+  await target.query('BEGIN');
+  try {
+    await ensureBookkeeping(target);
+    await steps.record();
+    await target.query('COMMIT');
+  } catch (err) {
+    await target.query('ROLLBACK').catch(() => undefined);
+    return {
+      command: 'apply', outcome: 'unknown', planContentDigest: steps.planContentDigest, statementsExecuted: steps.executed(),
+      error: new ExecutorFailure('record_failed', `the indexes were built but the apply could not be recorded: ${errorMessage(err)}`).toReport(),
+    };
+  }
+  return { command: 'apply', outcome: 'applied', planContentDigest: steps.planContentDigest, statementsExecuted: steps.executed() };
+}
+
+/**
+ * The plan document this executor writes: the shared SchemaPlanDocument plus its classification. The controller
+ * reads `privilegeChanging` (a plan that grants, revokes, or changes row-level security or a policy always
+ * needs an approval) and shows `lockingStatements` (statements that rewrite, scan or block a table) to the
+ * approver.
+ */
+export interface ClassifiedPlanDocument extends SchemaPlanDocument {
+  desiredStateFingerprint: string;
+  privilegeChanging: boolean;
+  /** Indexes of the statements that change privileges, in order. */
+  privilegeStatements: number[];
+  lockingStatements: { index: number; reason: LockingReason | 'concurrent_index_build' }[];
+  /** False for a plan of concurrent index builds, run one statement at a time outside a transaction. */
+  transactional: boolean;
+}
 
 /** Reads and checks the plan document; refuses anything that is not a complete plan this executor wrote. */
-export function readPlanDocument(path: string): PlanWithConvergence {
+export function readPlanDocument(path: string): ClassifiedPlanDocument {
   const name = EXECUTOR_ENV.planFile;
   let parsed: unknown;
   try {
@@ -151,7 +249,7 @@ export function readPlanDocument(path: string): PlanWithConvergence {
   } catch (err) {
     throw new ExecutorFailure('invalid_plan', `cannot read the plan (${name}): ${errorMessage(err)}`);
   }
-  const p = (parsed ?? {}) as Partial<Record<keyof SchemaPlanDocument, unknown>>;
+  const p = (parsed ?? {}) as Partial<Record<keyof ClassifiedPlanDocument, unknown>>;
   const problem =
     typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) ? 'it is not a JSON object'
     : p.formatVersion !== 1 ? 'formatVersion must be 1'
@@ -163,7 +261,15 @@ export function readPlanDocument(path: string): PlanWithConvergence {
     : !isDigest(p.actualStateFingerprint) ? 'actualStateFingerprint is not a digest'
     : !isDigest(p.desiredSchemaDigest) ? 'desiredSchemaDigest is not a digest'
     : !isDigest(p.desiredStateFingerprint) ? 'desiredStateFingerprint is missing (the plan was not written by this executor)'
+    : !isIndexList(p.privilegeStatements, p.statementCount) || p.privilegeChanging !== (p.privilegeStatements.length > 0)
+      ? 'privilegeChanging does not match privilegeStatements'
+    : !Array.isArray(p.lockingStatements) || !isIndexList(p.lockingStatements.map((l: { index?: unknown }) => l?.index), p.statementCount)
+      ? 'lockingStatements must name statements'
+    : typeof p.transactional !== 'boolean' ? 'transactional must be true or false'
     : undefined;
   if (problem !== undefined) throw new ExecutorFailure('invalid_plan', `the plan (${name}) is not a valid schema plan: ${problem}`);
-  return parsed as PlanWithConvergence;
+  return parsed as ClassifiedPlanDocument;
 }
+
+const isIndexList = (value: unknown, count: number): value is number[] =>
+  Array.isArray(value) && value.every((i, n) => Number.isInteger(i) && i >= 0 && i < count && (n === 0 || i > (value[n - 1] as number)));

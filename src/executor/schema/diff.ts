@@ -2,7 +2,10 @@
 // findings (observe) and statements (plan), so the two can never disagree about what differs.
 import { canonicalJson, digest } from '../../shared/canonical.js';
 import type { DriftFinding } from '../../shared/executor-report.js';
-import type { Column, Constraint, Index, SchemaModel, Sequence, Table, View } from './model.js';
+import {
+  grantId, memberId, type Column, type Comment, type CompositeType, type Constraint, type Domain, type EnumType, type Extension, type Grant,
+  type Index, type Policy, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
+} from './model.js';
 
 export interface Delta<T> {
   /** Present in the desired model only. */
@@ -18,17 +21,36 @@ export interface TableDelta {
   columns: Delta<Column>;
   constraints: Delta<Constraint>;
   indexes: Delta<Index>;
+  /** ENABLE/FORCE ROW LEVEL SECURITY differs. */
+  rowSecurity: boolean;
 }
 
 export interface ModelDiff {
   schemas: Delta<string>;
+  extensions: Delta<Extension>;
+  enums: Delta<EnumType>;
+  domains: Delta<Domain>;
+  composites: Delta<CompositeType>;
+  routines: Delta<Routine>;
   tables: { added: Table[]; removed: Table[]; altered: TableDelta[] };
   views: Delta<View>;
   sequences: Delta<Sequence>;
+  triggers: Delta<Trigger>;
+  policies: Delta<Policy>;
+  comments: Delta<Comment>;
+  grants: Delta<Grant>;
 }
 
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
-const withoutDependencies = (v: View) => ({ key: v.key, definition: v.definition });
+const withoutDependencies = (v: View) => ({ key: v.key, materialized: v.materialized, definition: v.definition, indexes: [...v.indexes].sort((a, b) => (a.name < b.name ? -1 : 1)) });
+const routineContent = (r: Routine) => ({ kind: r.kind, definition: r.definition });
+const triggerContent = (t: Trigger) => t.definition;
+
+/**
+ * Columns are matched by name, except that a generated column whose expression changes, or a column that
+ * becomes or stops being generated, is a new column: PostgreSQL 15 cannot alter a generation expression.
+ */
+const columnId = (c: Column) => (c.generated === null ? c.name : `${c.name} GENERATED ${c.generated}`);
 
 function delta<T>(from: readonly T[], to: readonly T[], id: (item: T) => string, equal: (a: T, b: T) => boolean = same): Delta<T> {
   const before = new Map(from.map((item) => [id(item), item]));
@@ -49,21 +71,38 @@ export function diffModels(actual: SchemaModel, desired: SchemaModel): ModelDiff
   const tables = delta(actual.tables, desired.tables, (t) => t.key, () => false);
   const altered: TableDelta[] = [];
   for (const { from, to } of tables.changed) {
+    // A table cannot become partitioned, or change its partition key or bound, in place: it is made again.
+    if (from.partitionBy !== to.partitionBy || !same(from.partitionOf, to.partitionOf)) {
+      tables.removed.push(from);
+      tables.added.push(to);
+      continue;
+    }
     const table: TableDelta = {
       from,
       to,
-      columns: delta(from.columns, to.columns, (c) => c.name),
+      // A partition's columns are its parent's: they change with the parent.
+      columns: to.partitionOf !== null ? delta([], [], columnId) : delta(from.columns, to.columns, columnId),
       constraints: delta(from.constraints, to.constraints, (c) => c.name),
       indexes: delta(from.indexes, to.indexes, (i) => i.name),
+      rowSecurity: from.rowSecurity !== to.rowSecurity || from.forceRowSecurity !== to.forceRowSecurity,
     };
-    if (isEmptyDelta(table.columns) && isEmptyDelta(table.constraints) && isEmptyDelta(table.indexes)) continue;
+    if (isEmptyDelta(table.columns) && isEmptyDelta(table.constraints) && isEmptyDelta(table.indexes) && !table.rowSecurity) continue;
     altered.push(table);
   }
   return {
     schemas: delta(actual.schemas, desired.schemas, (s) => s),
+    extensions: delta(actual.extensions, desired.extensions, (x) => x.name),
+    enums: delta(actual.enums, desired.enums, (e) => e.key),
+    domains: delta(actual.domains, desired.domains, (d) => d.key),
+    composites: delta(actual.composites, desired.composites, (c) => c.key),
+    routines: delta(actual.routines, desired.routines, (r) => r.key, (a, b) => same(routineContent(a), routineContent(b))),
     tables: { added: tables.added, removed: tables.removed, altered },
     views: delta(actual.views, desired.views, (v) => v.key, (a, b) => same(withoutDependencies(a), withoutDependencies(b))),
     sequences: delta(actual.sequences, desired.sequences, (s) => s.key),
+    triggers: delta(actual.triggers, desired.triggers, memberId, (a, b) => triggerContent(a) === triggerContent(b)),
+    policies: delta(actual.policies, desired.policies, memberId),
+    comments: delta(actual.comments, desired.comments, (c) => c.target),
+    grants: delta(actual.grants, desired.grants, grantId),
   };
 }
 
@@ -92,9 +131,19 @@ function driftEntries(diff: ModelDiff): DriftEntry[] {
     add('column', t.columns, (c) => c.name, `${t.to.key}.`);
     add('constraint', t.constraints, (c) => c.name, `${t.to.key}.`);
     add('index', t.indexes, (i) => i.name, `${t.to.key}.`);
+    if (t.rowSecurity) add('row_security', { added: [], removed: [], changed: [{ from: t.from.rowSecurity, to: t.to.rowSecurity }] }, () => t.to.key);
   }
   add('view', diff.views, (v) => v.key);
   add('sequence', diff.sequences, (s) => s.key);
+  add('extension', diff.extensions, (x) => x.name);
+  add('enum', diff.enums, (e) => e.key);
+  add('domain', diff.domains, (d) => d.key);
+  add('composite_type', diff.composites, (c) => c.key);
+  add('routine', diff.routines, (r) => r.key);
+  add('trigger', diff.triggers, memberId);
+  add('policy', diff.policies, memberId);
+  add('comment', diff.comments, (c) => c.target);
+  add('grant', diff.grants, grantId);
   return entries.sort((a, b) => (a.category + a.object < b.category + b.object ? -1 : 1));
 }
 

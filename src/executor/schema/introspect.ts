@@ -1,12 +1,23 @@
 // Reading the supported object set from the catalog. Callers run this inside a transaction after
 // qualifyNames(), so every printed name is schema-qualified. The managed schemas are all schemas except the
-// system ones and the executor's own bookkeeping schema.
+// system ones and the executor's own bookkeeping schema; objects an extension owns are left to the extension.
 import { BOOKKEEPING_SCHEMA } from '../bookkeeping.js';
 import { quoteIdent, type Db } from '../db.js';
-import type { Column, Constraint, ConstraintKind, Index, SchemaModel, Sequence, SequenceOptions, Table, View } from './model.js';
+import type {
+  Column, Comment, CompositeType, Constraint, ConstraintKind, Domain, EnumType, Extension, Grant, Index, Policy, Routine, SchemaModel,
+  Sequence, SequenceOptions, Table, Trigger, View,
+} from './model.js';
 
 /** SQL condition on a pg_namespace row aliased `n`: is it a schema the executor manages? */
 export const MANAGED_NAMESPACE = `(n.nspname NOT IN ('pg_catalog', 'information_schema', '${BOOKKEEPING_SCHEMA}') AND n.nspname NOT LIKE 'pg\\_%')`;
+
+/** SQL condition: the object `oid` of catalog `catalog` is not a member of an extension. */
+export const notExtensionMember = (catalog: string, oid: string) =>
+  `NOT EXISTS (SELECT 1 FROM pg_depend ext WHERE ext.classid = '${catalog}'::regclass AND ext.objid = ${oid} AND ext.deptype = 'e')`;
+
+/** SQL expression quoting an identifier always, as quoteIdent does. */
+const q = (expr: string) => `('"' || replace(${expr}, '"', '""') || '"')`;
+const qualified = (schema: string, name: string) => `(${q(schema)} || '.' || ${q(name)})`;
 
 export const relationKey = (schema: string, name: string) => `${quoteIdent(schema)}.${quoteIdent(name)}`;
 
@@ -20,18 +31,22 @@ interface SequenceRow {
 }
 
 export async function introspect(client: Db): Promise<SchemaModel> {
-  const schemas = (await client.query<{ name: string }>(`SELECT n.nspname AS name FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}`)).rows.map((r) => r.name);
-  const relations = (await client.query<RelationRow & { kind: string }>(
-    `SELECT c.oid::text AS oid, n.nspname AS schema, c.relname AS name, c.relkind AS kind
+  const rows = async <T extends object>(sql: string, params?: unknown[]) => (await client.query<T & Record<string, unknown>>(sql, params)).rows as T[];
+  const schemas = (await rows<{ name: string }>(`SELECT n.nspname AS name FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}`)).map((r) => r.name);
+  const relations = await rows<RelationRow & { kind: string; rls: boolean; force_rls: boolean; partition_by: string | null; parent: Oid | null; bound: string | null }>(
+    `SELECT c.oid::text AS oid, n.nspname AS schema, c.relname AS name, c.relkind AS kind, c.relrowsecurity AS rls, c.relforcerowsecurity AS force_rls,
+            CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) END AS partition_by,
+            (SELECT i.inhparent::text FROM pg_inherits i WHERE i.inhrelid = c.oid AND c.relispartition) AS parent,
+            CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound
        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-      WHERE ${MANAGED_NAMESPACE} AND c.relkind IN ('r', 'v', 'S')`)).rows;
+      WHERE ${MANAGED_NAMESPACE} AND c.relkind IN ('r', 'p', 'v', 'm', 'S') AND ${notExtensionMember('pg_class', 'c.oid')}`);
   const keyOf = new Map(relations.map((r) => [r.oid, relationKey(r.schema, r.name)]));
-  const tableRows = relations.filter((r) => r.kind === 'r');
+  const tableRows = relations.filter((r) => r.kind === 'r' || r.kind === 'p');
   const tableOids = tableRows.map((r) => r.oid);
 
   const columns = await readColumns(client, tableOids);
   const constraints = await readConstraints(client, tableOids, keyOf);
-  const indexes = await readIndexes(client, tableOids);
+  const indexes = await readIndexes(client, relations.filter((r) => r.kind !== 'v' && r.kind !== 'S').map((r) => r.oid));
   const tables: Table[] = tableRows.map((r) => ({
     key: keyOf.get(r.oid)!,
     schema: r.schema,
@@ -39,11 +54,110 @@ export async function introspect(client: Db): Promise<SchemaModel> {
     columns: columns.get(r.oid) ?? [],
     constraints: constraints.get(r.oid) ?? [],
     indexes: indexes.get(r.oid) ?? [],
+    rowSecurity: r.rls,
+    forceRowSecurity: r.force_rls,
+    partitionBy: r.partition_by,
+    partitionOf: r.parent !== null && r.bound !== null && keyOf.has(r.parent) ? { parent: keyOf.get(r.parent)!, bound: r.bound } : null,
   }));
-  const views = await readViews(client, relations.filter((r) => r.kind === 'v'), keyOf);
+  const views = await readViews(client, relations.filter((r) => r.kind === 'v' || r.kind === 'm'), keyOf, indexes);
   const sequences = await readSequences(client, keyOf);
-  return { schemas, tables, views, sequences };
+
+  const extensions = await rows<Extension>(
+    `SELECT x.extname AS name, n.nspname AS schema, x.extversion AS version FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
+      WHERE x.extname <> 'plpgsql'`);
+  const enums = await rows<EnumType>(
+    `SELECT t.oid::regtype::text AS key, n.nspname AS schema, array_agg(e.enumlabel::text ORDER BY e.enumsortorder) AS values
+       FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace JOIN pg_enum e ON e.enumtypid = t.oid
+      WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_type', 't.oid')} GROUP BY 1, 2`);
+  const domains = await rows<Domain>(
+    `SELECT t.oid::regtype::text AS key, format_type(t.typbasetype, t.typtypmod) AS type, t.typnotnull AS "notNull",
+            t.typdefault AS default,
+            coalesce((SELECT json_agg(json_build_object('name', c.conname, 'definition', pg_get_constraintdef(c.oid)) ORDER BY c.conname)
+                        FROM pg_constraint c WHERE c.contypid = t.oid AND c.contype = 'c'), '[]') AS checks
+       FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+      WHERE t.typtype = 'd' AND ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_type', 't.oid')}`);
+  const composites = await rows<CompositeType>(
+    `SELECT c.reltype::regtype::text AS key,
+            coalesce((SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum)
+                        FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '[]') AS attributes
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE c.relkind = 'c' AND ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_type', 'c.reltype')}`);
+  const routines = (await rows<Omit<Routine, 'kind'> & { kind: string }>(
+    `SELECT p.oid::regprocedure::text AS key, p.prokind AS kind,
+            p.prokind::text || ' ' || coalesce(pg_get_function_result(p.oid), '') || ' (' || pg_get_function_arguments(p.oid) || ')' AS header,
+            pg_get_functiondef(p.oid) AS definition, p.prosqlbody IS NOT NULL AS "parsedBody"
+       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+      WHERE ${MANAGED_NAMESPACE} AND p.prokind IN ('f', 'p') AND ${notExtensionMember('pg_proc', 'p.oid')}`))
+    .map((r): Routine => ({ ...r, kind: r.kind === 'p' ? 'procedure' : 'function', definition: r.definition.trim() }));
+  const triggers = (await rows<{ table: Oid; name: string; definition: string; routine: string }>(
+    `SELECT tg.tgrelid::text AS table, tg.tgname AS name, pg_get_triggerdef(tg.oid) AS definition, tg.tgfoid::regprocedure::text AS routine
+       FROM pg_trigger tg WHERE tg.tgrelid = ANY($1::oid[]) AND NOT tg.tgisinternal AND tg.tgparentid = 0`, [tableOids]))
+    .map((r): Trigger => ({ ...r, table: keyOf.get(r.table)! }));
+  const policies = (await rows<{ table: Oid; name: string; definition: string }>(
+    `SELECT p.polrelid::text AS table, p.polname AS name,
+            'CREATE POLICY ' || ${q('p.polname')} || ' ON ' || ${qualified('n.nspname', 'c.relname')}
+            || ' AS ' || CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END
+            || ' FOR ' || CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END
+            || ' TO ' || (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE ${q('pg_get_userbyid(r)')} END, ', ' ORDER BY r) FROM unnest(p.polroles) r)
+            || coalesce(' USING (' || pg_get_expr(p.polqual, p.polrelid) || ')', '')
+            || coalesce(' WITH CHECK (' || pg_get_expr(p.polwithcheck, p.polrelid) || ')', '') AS definition
+       FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE p.polrelid = ANY($1::oid[])`, [tableOids]))
+    .map((r): Policy => ({ ...r, table: keyOf.get(r.table)! }));
+  const comments = await rows<Comment>(COMMENTS);
+  const grants = await rows<Grant>(GRANTS);
+  return { schemas, extensions, enums, domains, composites, routines, tables, views, sequences, triggers, policies, comments, grants };
 }
+
+// Comments on the modelled objects, each with the target COMMENT ON takes. The stock comment on `public` is the
+// server's, and an extension's objects (and the extension itself) carry the extension's comments.
+const COMMENTS = `
+  SELECT target, d.description AS text FROM pg_description d JOIN (
+    SELECT 'pg_class'::regclass AS classid, c.oid AS objid, 0 AS objsubid,
+           CASE c.relkind WHEN 'v' THEN 'VIEW ' WHEN 'm' THEN 'MATERIALIZED VIEW ' WHEN 'S' THEN 'SEQUENCE ' WHEN 'i' THEN 'INDEX '
+                          WHEN 'I' THEN 'INDEX ' ELSE 'TABLE ' END || ${qualified('n.nspname', 'c.relname')} AS target
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE ${MANAGED_NAMESPACE} AND c.relkind <> 'c' AND ${notExtensionMember('pg_class', 'c.oid')}
+    UNION ALL SELECT 'pg_class'::regclass, c.oid, a.attnum, CASE WHEN c.relkind = 'c' THEN 'COLUMN ' || c.reltype::regtype::text ELSE 'COLUMN ' || ${qualified('n.nspname', 'c.relname')} END || '.' || ${q('a.attname')}
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+     WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_class', 'c.oid')}
+    UNION ALL SELECT 'pg_constraint'::regclass, con.oid, 0,
+           'CONSTRAINT ' || ${q('con.conname')} || ' ON ' || CASE WHEN con.contypid <> 0 THEN 'DOMAIN ' || con.contypid::regtype::text
+                                                              ELSE ${qualified('n.nspname', 'c.relname')} END
+      FROM pg_constraint con JOIN pg_namespace n ON n.oid = con.connamespace LEFT JOIN pg_class c ON c.oid = con.conrelid
+     WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_constraint', 'con.oid')}
+    UNION ALL SELECT 'pg_proc'::regclass, p.oid, 0, CASE p.prokind WHEN 'p' THEN 'PROCEDURE ' ELSE 'FUNCTION ' END || p.oid::regprocedure::text
+      FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_proc', 'p.oid')}
+    UNION ALL SELECT 'pg_type'::regclass, t.oid, 0, CASE t.typtype WHEN 'd' THEN 'DOMAIN ' ELSE 'TYPE ' END || t.oid::regtype::text
+      FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_type', 't.oid')}
+    UNION ALL SELECT 'pg_namespace'::regclass, n.oid, 0, 'SCHEMA ' || ${q('n.nspname')} FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}
+    UNION ALL SELECT 'pg_trigger'::regclass, tg.oid, 0, 'TRIGGER ' || ${q('tg.tgname')} || ' ON ' || ${qualified('n.nspname', 'c.relname')}
+      FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE ${MANAGED_NAMESPACE}
+    UNION ALL SELECT 'pg_policy'::regclass, p.oid, 0, 'POLICY ' || ${q('p.polname')} || ' ON ' || ${qualified('n.nspname', 'c.relname')}
+      FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE ${MANAGED_NAMESPACE}
+  ) o ON o.classid = d.classoid AND o.objid = d.objoid AND o.objsubid = d.objsubid
+  WHERE NOT (d.classoid = 'pg_namespace'::regclass AND target = 'SCHEMA "public"' AND d.description = 'standard public schema')
+  ORDER BY target`;
+
+// Privileges held by anyone but the owner, defaults made explicit (a function's EXECUTE for PUBLIC, a table's
+// nothing), so an untouched object and one granted and revoked back read alike.
+const GRANTS = `
+  SELECT DISTINCT o.target, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE ${q('pg_get_userbyid(a.grantee)')} END AS grantee,
+         a.privilege_type AS privilege, a.is_grantable AS grantable
+    FROM (
+      SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE ' ELSE 'TABLE ' END || ${qualified('n.nspname', 'c.relname')} AS target, c.relowner AS owner,
+             coalesce(c.relacl, acldefault(CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char", c.relowner)) AS acl
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE ${MANAGED_NAMESPACE} AND c.relkind IN ('r', 'p', 'v', 'm', 'S') AND ${notExtensionMember('pg_class', 'c.oid')}
+      UNION ALL SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE ' ELSE 'FUNCTION ' END || p.oid::regprocedure::text, p.proowner,
+             coalesce(p.proacl, acldefault('f', p.proowner))
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       WHERE ${MANAGED_NAMESPACE} AND p.prokind IN ('f', 'p') AND ${notExtensionMember('pg_proc', 'p.oid')}
+      UNION ALL SELECT 'SCHEMA ' || ${q('n.nspname')}, n.nspowner, coalesce(n.nspacl, acldefault('n', n.nspowner))
+        FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}
+    ) o, aclexplode(o.acl) a
+   WHERE a.grantee <> o.owner
+   ORDER BY 1, 2, 3`;
 
 const sequenceOptionColumns = (s: string) =>
   `${s}.seqstart::text AS start, ${s}.seqincrement::text AS increment, ${s}.seqmin::text AS min, ${s}.seqmax::text AS max, ${s}.seqcache::text AS cache, ${s}.seqcycle AS cycle`;
@@ -53,10 +167,10 @@ const sequenceOptions = (r: SequenceRow): SequenceOptions =>
 
 async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Column[]>> {
   const { rows } = await client.query<SequenceRow & {
-    table_oid: Oid; name: string; type: string; not_null: boolean; default: string | null; identity: string; has_sequence: boolean;
+    table_oid: Oid; name: string; type: string; not_null: boolean; default: string | null; identity: string; generated: string; has_sequence: boolean;
   }>(
     `SELECT a.attrelid::text AS table_oid, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
-            pg_get_expr(d.adbin, d.adrelid) AS default, a.attidentity AS identity, s.seqrelid IS NOT NULL AS has_sequence,
+            pg_get_expr(d.adbin, d.adrelid) AS default, a.attidentity AS identity, a.attgenerated AS generated, s.seqrelid IS NOT NULL AS has_sequence,
             ${sequenceOptionColumns('s')}
        FROM pg_attribute a
        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -69,17 +183,19 @@ async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Colum
   for (const r of rows) {
     const identity = r.identity === '' || !r.has_sequence ? null
       : { generation: r.identity === 'a' ? 'always' as const : 'by_default' as const, options: sequenceOptions(r) };
-    push(out, r.table_oid, { name: r.name, type: r.type, notNull: r.not_null, default: r.default, identity });
+    const generated = r.generated === 's' ? r.default : null;
+    push(out, r.table_oid, { name: r.name, type: r.type, notNull: r.not_null, default: generated === null ? r.default : null, identity, generated });
   }
   return out;
 }
 
+/** A partition's constraints cloned from its parent belong to the parent. */
 async function readConstraints(client: Db, tableOids: Oid[], keyOf: Map<Oid, string>): Promise<Map<Oid, Constraint[]>> {
   const { rows } = await client.query<{ table_oid: Oid; name: string; type: string; definition: string; references: Oid }>(
     `SELECT con.conrelid::text AS table_oid, con.conname AS name, con.contype AS type, pg_get_constraintdef(con.oid) AS definition,
             con.confrelid::text AS references
        FROM pg_constraint con
-      WHERE con.conrelid = ANY($1::oid[]) AND con.contype IN ('p', 'u', 'c', 'f')`, [tableOids]);
+      WHERE con.conrelid = ANY($1::oid[]) AND con.contype IN ('p', 'u', 'c', 'f') AND con.conparentid = 0 AND con.conislocal`, [tableOids]);
   const out = new Map<Oid, Constraint[]>();
   for (const r of rows) {
     push(out, r.table_oid, {
@@ -92,34 +208,42 @@ async function readConstraints(client: Db, tableOids: Oid[], keyOf: Map<Oid, str
   return out;
 }
 
-/** Indexes other than the ones that back a primary-key, unique or exclusion constraint. */
-async function readIndexes(client: Db, tableOids: Oid[]): Promise<Map<Oid, Index[]>> {
+/**
+ * Indexes other than the ones that back a primary-key, unique or exclusion constraint, and other than a
+ * partition's index attached to its parent's (that one is the parent's).
+ */
+async function readIndexes(client: Db, relationOids: Oid[]): Promise<Map<Oid, Index[]>> {
   const { rows } = await client.query<{ table_oid: Oid; name: string; definition: string; unique: boolean }>(
     `SELECT i.indrelid::text AS table_oid, ic.relname AS name, pg_get_indexdef(i.indexrelid) AS definition, i.indisunique AS unique
        FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
-      WHERE i.indrelid = ANY($1::oid[])
+      WHERE i.indrelid = ANY($1::oid[]) AND NOT ic.relispartition
         AND NOT EXISTS (SELECT 1 FROM pg_constraint con
-                         WHERE con.conrelid = i.indrelid AND con.conindid = i.indexrelid AND con.contype IN ('p', 'u', 'x'))`, [tableOids]);
+                         WHERE con.conrelid = i.indrelid AND con.conindid = i.indexrelid AND con.contype IN ('p', 'u', 'x'))`, [relationOids]);
   const out = new Map<Oid, Index[]>();
   for (const r of rows) push(out, r.table_oid, { name: r.name, definition: r.definition, unique: r.unique });
   return out;
 }
 
-async function readViews(client: Db, viewRows: RelationRow[], keyOf: Map<Oid, string>): Promise<View[]> {
+async function readViews(client: Db, viewRows: (RelationRow & { kind: string })[], keyOf: Map<Oid, string>, indexes: Map<Oid, Index[]>): Promise<View[]> {
   const oids = viewRows.map((r) => r.oid);
   const definitions = new Map((await client.query<{ oid: Oid; definition: string }>(
     'SELECT c.oid::text AS oid, pg_get_viewdef(c.oid) AS definition FROM pg_class c WHERE c.oid = ANY($1::oid[])', [oids])).rows
     .map((r) => [r.oid, r.definition.trim().replace(/;$/, '')]));
-  const dependencies = (await client.query<{ view: Oid; ref: Oid }>(
-    `SELECT DISTINCT r.ev_class::text AS view, d.refobjid::text AS ref
+  const dependencies = (await client.query<{ view: Oid; ref: Oid | null; routine: string | null }>(
+    `SELECT DISTINCT r.ev_class::text AS view,
+            CASE WHEN d.refclassid = 'pg_class'::regclass THEN d.refobjid::text END AS ref,
+            CASE WHEN d.refclassid = 'pg_proc'::regclass THEN d.refobjid::regprocedure::text END AS routine
        FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
-      WHERE r.ev_class = ANY($1::oid[]) AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> r.ev_class`, [oids])).rows;
+      WHERE r.ev_class = ANY($1::oid[]) AND d.refclassid IN ('pg_class'::regclass, 'pg_proc'::regclass) AND d.refobjid <> r.ev_class`, [oids])).rows;
   return viewRows.map((r) => ({
     key: keyOf.get(r.oid)!,
     schema: r.schema,
     name: r.name,
+    materialized: r.kind === 'm',
     definition: definitions.get(r.oid)!,
-    dependsOn: dependencies.filter((d) => d.view === r.oid && keyOf.has(d.ref)).map((d) => keyOf.get(d.ref)!).sort(),
+    indexes: indexes.get(r.oid) ?? [],
+    dependsOn: dependencies.filter((d) => d.view === r.oid).flatMap((d) =>
+      d.ref !== null && keyOf.has(d.ref) ? [keyOf.get(d.ref)!] : d.routine !== null ? [d.routine] : []).sort(),
   }));
 }
 
@@ -134,7 +258,7 @@ async function readSequences(client: Db, keyOf: Map<Oid, string>): Promise<Seque
        LEFT JOIN pg_depend owner ON owner.classid = 'pg_class'::regclass AND owner.objid = c.oid
             AND owner.refclassid = 'pg_class'::regclass AND owner.refobjsubid > 0 AND owner.deptype = 'a'
        LEFT JOIN pg_attribute a ON a.attrelid = owner.refobjid AND a.attnum = owner.refobjsubid
-      WHERE ${MANAGED_NAMESPACE}
+      WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_class', 'c.oid')}
         AND NOT EXISTS (SELECT 1 FROM pg_depend i WHERE i.classid = 'pg_class'::regclass AND i.objid = c.oid AND i.deptype = 'i')`);
   return rows.map((r) => ({
     key: keyOf.get(r.oid)!,

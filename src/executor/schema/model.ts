@@ -1,10 +1,9 @@
-// The supported object set, as the executor models it (docs/executor.md): schemas, tables, columns (type,
-// nullability, default, identity), primary-key/unique/check/foreign-key constraints, indexes, views and
-// sequences. Every text (types, defaults, definitions) is printed by the catalog with an empty search_path,
-// so names are fully qualified and two databases print equal objects equally.
+// The supported object set, as the executor models it (docs/executor.md). Every text (types, defaults,
+// definitions) is printed by the catalog with an empty search_path, so names are fully qualified and two
+// databases print equal objects equally. Objects an extension owns are the extension's and never appear here.
 import { digest } from '../../shared/canonical.js';
 
-/** `"schema"."name"`: the identity of a relation, and the form SQL uses to name it. */
+/** `"schema"."name"`: the identity of a relation or type, and the form SQL uses to name it. */
 export type RelationKey = string;
 
 export interface SequenceOptions {
@@ -27,6 +26,8 @@ export interface Column {
   notNull: boolean;
   default: string | null;
   identity: Identity | null;
+  /** GENERATED ALWAYS AS (expression) STORED. */
+  generated: string | null;
 }
 
 export type ConstraintKind = 'primary_key' | 'unique' | 'check' | 'foreign_key';
@@ -54,15 +55,24 @@ export interface Table {
   columns: Column[];
   constraints: Constraint[];
   indexes: Index[];
+  rowSecurity: boolean;
+  forceRowSecurity: boolean;
+  /** A partitioned table's key (`RANGE (created_at)`). */
+  partitionBy: string | null;
+  /** A partition's parent and bound (`FOR VALUES …`); its columns are the parent's. */
+  partitionOf: { parent: RelationKey; bound: string } | null;
 }
 
 export interface View {
   key: RelationKey;
   schema: string;
   name: string;
+  materialized: boolean;
   definition: string;
-  /** Relations (tables, views, sequences) the view reads; drives drop and create order. */
-  dependsOn: RelationKey[];
+  /** A materialized view's indexes (a view has none). */
+  indexes: Index[];
+  /** Relations and routines the view reads; drives drop and create order. */
+  dependsOn: string[];
 }
 
 export interface Sequence {
@@ -75,29 +85,126 @@ export interface Sequence {
   ownedBy: { table: RelationKey; column: string } | null;
 }
 
+export interface Extension {
+  name: string;
+  schema: string;
+  version: string;
+}
+
+export interface EnumType {
+  key: RelationKey;
+  schema: string;
+  values: string[];
+}
+
+export interface Domain {
+  key: RelationKey;
+  type: string;
+  notNull: boolean;
+  default: string | null;
+  checks: { name: string; definition: string }[];
+}
+
+export interface CompositeType {
+  key: RelationKey;
+  attributes: { name: string; type: string }[];
+}
+
+export interface Routine {
+  /** `schema.name(argument types)` as regprocedure prints it: the full signature. */
+  key: string;
+  kind: 'function' | 'procedure';
+  /** Result and argument list with names and defaults: what CREATE OR REPLACE cannot change. */
+  header: string;
+  /** pg_get_functiondef: a complete CREATE OR REPLACE statement. */
+  definition: string;
+  /** A SQL-standard body (BEGIN ATOMIC / RETURN) is parsed at creation, so it must come after what it reads. */
+  parsedBody: boolean;
+}
+
+export interface Trigger {
+  table: RelationKey;
+  name: string;
+  definition: string;
+  /** The routine it executes (a Routine key). */
+  routine: string;
+}
+
+export interface Policy {
+  table: RelationKey;
+  name: string;
+  definition: string;
+}
+
+/** A `COMMENT ON <target> IS <text>`; the target is written as COMMENT ON takes it. */
+export interface Comment {
+  target: string;
+  text: string;
+}
+
+/** One privilege one grantee holds on one object (never the owner's own). */
+export interface Grant {
+  /** `TABLE "s"."t"`, `SEQUENCE …`, `FUNCTION s.f(int)`, `PROCEDURE …`, `SCHEMA "s"`. */
+  target: string;
+  /** A quoted role name, or PUBLIC. */
+  grantee: string;
+  privilege: string;
+  grantable: boolean;
+}
+
 export interface SchemaModel {
   schemas: string[];
+  extensions: Extension[];
+  enums: EnumType[];
+  domains: Domain[];
+  composites: CompositeType[];
+  routines: Routine[];
   tables: Table[];
   views: View[];
   sequences: Sequence[];
+  triggers: Trigger[];
+  policies: Policy[];
+  comments: Comment[];
+  grants: Grant[];
 }
 
-const byName = <T extends { name: string }>(items: readonly T[]) => [...items].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-const byKey = <T extends { key: string }>(items: readonly T[]) => [...items].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+export const emptyModel = (): SchemaModel => ({
+  schemas: [], extensions: [], enums: [], domains: [], composites: [], routines: [], tables: [], views: [], sequences: [],
+  triggers: [], policies: [], comments: [], grants: [],
+});
+
+const sortBy = <T>(items: readonly T[], id: (item: T) => string) => [...items].sort((a, b) => (id(a) < id(b) ? -1 : id(a) > id(b) ? 1 : 0));
+const byName = <T extends { name: string }>(items: readonly T[]) => sortBy(items, (i) => i.name);
+const byKey = <T extends { key: string }>(items: readonly T[]) => sortBy(items, (i) => i.key);
+export const grantId = (g: Grant) => `${g.target} ${g.grantee} ${g.privilege}`;
+export const memberId = (m: { table: string; name: string }) => `${m.table} ${m.name}`;
 
 /** The state a fingerprint covers: everything modelled, order-independent, without derived data. */
 export function comparableState(model: SchemaModel): unknown {
   return {
-    formatVersion: 1,
+    formatVersion: 2,
     schemas: [...model.schemas].sort(),
+    extensions: byName(model.extensions),
+    enums: byKey(model.enums),
+    domains: byKey(model.domains).map((d) => ({ ...d, checks: byName(d.checks) })),
+    composites: byKey(model.composites),
+    routines: byKey(model.routines).map((r) => ({ key: r.key, kind: r.kind, definition: r.definition })),
     tables: byKey(model.tables).map((t) => ({
       key: t.key,
       columns: byName(t.columns),
       constraints: byName(t.constraints),
       indexes: byName(t.indexes),
+      rowSecurity: t.rowSecurity,
+      forceRowSecurity: t.forceRowSecurity,
+      partitionBy: t.partitionBy,
+      partitionOf: t.partitionOf,
     })),
-    views: byKey(model.views).map((v) => ({ key: v.key, definition: v.definition })),
+    views: byKey(model.views).map((v) => ({ key: v.key, materialized: v.materialized, definition: v.definition, indexes: byName(v.indexes) })),
     sequences: byKey(model.sequences).map((s) => ({ key: s.key, type: s.type, options: s.options, ownedBy: s.ownedBy })),
+    triggers: sortBy(model.triggers, memberId).map((t) => ({ table: t.table, name: t.name, definition: t.definition })),
+    policies: sortBy(model.policies, memberId),
+    comments: sortBy(model.comments, (c) => c.target),
+    grants: sortBy(model.grants, grantId),
   };
 }
 

@@ -126,7 +126,8 @@ async function assertPristine(scratch: Db): Promise<void> {
   const model = await introspect(scratch);
   const unsupported = await unsupportedObjects(scratch, { desired: false });
   await scratch.query('ROLLBACK TO SAVEPOINT pristine_check');
-  if (model.tables.length + model.views.length + model.sequences.length + unsupported.length > 0 || model.schemas.some((s) => s !== 'public')) {
+  const objects = [model.tables, model.views, model.sequences, model.extensions, model.enums, model.domains, model.composites, model.routines, model.policies];
+  if (objects.some((list) => list.length > 0) || unsupported.length > 0 || model.schemas.some((s) => s !== 'public')) {
     throw new ExecutorFailure('dev_database_not_empty', 'the dev database must be empty (nothing but an empty public schema); it is used as scratch space');
   }
 }

@@ -1,51 +1,112 @@
-// Turning a diff into ordered SQL. The order is fixed by what PostgreSQL refuses otherwise: views that read a
-// changing object go first and come back last; foreign keys leave before the keys they reference change and
-// return after; sequences exist before the defaults that call them; schemas are dropped only once empty.
-// Each statement that can lose data or an object says so (its destructive reason), decided here, per
-// statement kind, never by matching text.
-import { canonicalJson } from '../../shared/canonical.js';
+// Turning a diff into ordered SQL. The order is fixed by what PostgreSQL refuses otherwise: what reads a
+// changing object (policies, triggers, views) goes first and comes back last; foreign keys leave before the
+// keys they reference change and return after; extensions, types and routines exist before the tables that
+// use them; what is dropped for good goes only once nothing uses it; comments and grants come last, when
+// every object they name exists. Each statement says, per statement kind and never by matching text, whether
+// it can lose data (destructive), changes who may do what (privilege), or rewrites, scans or blocks a table.
+import { canonicalJson, sha256Digest } from '../../shared/canonical.js';
 import { quoteIdent } from '../db.js';
-import { diffModels, type TableDelta } from './diff.js';
-import type { Column, Constraint, SchemaModel, SequenceOptions, Table, View } from './model.js';
+import { diffModels, type Delta, type ModelDiff, type TableDelta } from './diff.js';
+import type { Column, Constraint, Grant, Index, Routine, SchemaModel, SequenceOptions, Table, View } from './model.js';
+import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, type Recreated } from './targets.js';
 
-export type DestructiveReason = 'drop_schema' | 'drop_table' | 'drop_column' | 'drop_view' | 'drop_sequence' | 'change_column_type';
+export type DestructiveReason =
+  | 'drop_schema' | 'drop_table' | 'drop_column' | 'drop_view' | 'drop_sequence' | 'change_column_type'
+  | 'drop_extension' | 'drop_type' | 'drop_attribute' | 'remove_enum_value' | 'drop_routine';
+
+/** What a person should know before approving: the statement rewrites the table, scans it, or blocks writes while it builds. */
+export type LockingReason = 'table_rewrite' | 'full_table_scan' | 'blocking_index_build';
 
 export interface PlannedStatement {
   sql: string;
   destructive?: DestructiveReason;
+  locking?: LockingReason;
+  /** Changes privileges: a grant, a revoke, a policy or row-level security. */
+  privilege?: true;
+  /** The same index built without blocking writes, when this statement may run outside a transaction. */
+  concurrently?: string;
 }
+
+interface Classification {
+  destructive?: DestructiveReason;
+  locking?: LockingReason;
+  privilege?: true;
+  concurrently?: string;
+}
+type Emit = (sql: string, c?: Classification) => void;
 
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
 const isForeignKey = (c: Constraint) => c.kind === 'foreign_key';
 const providesUniqueness = (c: Constraint) => c.kind === 'primary_key' || c.kind === 'unique';
+const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
+const changedFrom = <T>(d: Delta<T>) => d.changed.map((x) => x.from);
+const changedTo = <T>(d: Delta<T>) => d.changed.map((x) => x.to);
 
-/** The statements that take a database whose supported set is `actual` to `desired`. */
+/** The statements that take a database whose modelled state is `actual` to `desired`. */
 export function planStatements(actual: SchemaModel, desired: SchemaModel): PlannedStatement[] {
   const diff = diffModels(actual, desired);
   const out: PlannedStatement[] = [];
-  const emit = (sql: string, destructive?: DestructiveReason) => out.push(destructive ? { sql, destructive } : { sql });
+  const emit: Emit = (sql, c = {}) => out.push({ sql, ...c });
+  const recreated: Recreated = { targets: new Set(), relations: new Set() };
 
   const droppedTables = new Set(diff.tables.removed.map((t) => t.key));
   const removedColumns = new Set(diff.tables.altered.flatMap((t) => t.columns.removed.map((c) => `${t.to.key}.${quoteIdent(c.name)}`)));
   const desiredTables = new Map(desired.tables.map((t) => [t.key, t]));
   const desiredViews = new Map(desired.views.map((v) => [v.key, v]));
+  const existingTables = new Set(actual.tables.map((t) => t.key));
 
-  // 1. Views reading anything that is dropped, re-typed or redefined leave first, dependents before what they read.
+  // Routines whose signature holds but whose result or argument names change cannot be replaced in place.
+  const routinesRecreated = diff.routines.changed.filter((r) => r.from.header !== r.to.header).map((r) => r.to);
+  const routinesGoing = new Set([...diff.routines.removed, ...routinesRecreated].map((r) => r.key));
+  const enumsRecreated = diff.enums.changed.filter((e) => !isOrderedSubset(e.from.values, e.to.values));
+  const recreatedEnumKeys = new Set(enumsRecreated.map((e) => e.to.key));
+  const enumColumns = desired.tables.filter((t) => existingTables.has(t.key) && t.partitionOf === null).flatMap((t) =>
+    t.columns.filter((c) => recreatedEnumKeys.has(c.type.replace(/\[\]$/, ''))).map((column) => ({ table: t, column })));
+
+  const needsNoBodyCheck = diff.routines.added.length + diff.routines.changed.length > 0;
+  if (needsNoBodyCheck) emit('SET LOCAL check_function_bodies = off');
+
+  // 1. Policies and triggers that go, change, or run a routine that goes.
+  // What lives on a table that is dropped and made again (a partitioning change) must be made again too.
+  const onRemade = <T extends { table: string }>(items: readonly T[], before: readonly T[]) =>
+    items.filter((i) => droppedTables.has(i.table) && before.some((b) => b.table === i.table && same(b, i)));
+  const policiesToRestore = onRemade(desired.policies, actual.policies);
+  for (const p of [...diff.policies.removed, ...changedFrom(diff.policies)]) {
+    if (droppedTables.has(p.table)) continue;
+    emit(`DROP POLICY ${quoteIdent(p.name)} ON ${p.table}`, { privilege: true });
+    recreated.targets.add(`POLICY ${quoteIdent(p.name)} ON ${p.table}`);
+  }
+  const triggersToRestore = [
+    ...desired.triggers.filter((t) => !droppedTables.has(t.table) && routinesGoing.has(t.routine) && actual.triggers.some((a) => a.table === t.table && a.name === t.name)),
+    ...onRemade(desired.triggers, actual.triggers),
+  ];
+  for (const t of [...diff.triggers.removed, ...changedFrom(diff.triggers), ...triggersToRestore]) {
+    if (droppedTables.has(t.table)) continue;
+    emit(`DROP TRIGGER ${quoteIdent(t.name)} ON ${t.table}`);
+    recreated.targets.add(`TRIGGER ${quoteIdent(t.name)} ON ${t.table}`);
+  }
+
+  // 2. Views reading anything that is dropped, re-typed or redefined leave first, dependents before what they read.
   const viewsToDrop = viewsReadingChanges(actual.views, diff.tables.altered, [
     ...droppedTables,
     ...diff.views.removed.map((v) => v.key),
-    ...diff.views.changed.map((c) => c.from.key),
+    ...changedFrom(diff.views).map((v) => v.key),
     ...diff.sequences.removed.map((s) => s.key),
+    ...routinesGoing,
+    ...enumColumns.map((c) => c.table.key),
   ]);
   for (const view of dependencyOrder(actual.views.filter((v) => viewsToDrop.has(v.key))).reverse()) {
-    emit(`DROP VIEW ${view.key}`, desiredViews.has(view.key) ? undefined : 'drop_view');
+    emit(`DROP ${view.materialized ? 'MATERIALIZED VIEW' : 'VIEW'} ${view.key}`, desiredViews.has(view.key) ? {} : { destructive: 'drop_view' });
+    recreated.relations.add(view.key);
+    for (const i of view.indexes) recreated.targets.add(indexTarget(view.schema, i.name));
   }
 
-  // 2. Foreign keys that go, change, or reference a key that is about to change.
+  // 3. Foreign keys that go, change, or reference a key that is about to change.
   const uniquenessChanges = new Set(diff.tables.altered.filter(changesUniqueness).map((t) => t.to.key));
   const foreignKeysToRestore: { table: Table; constraint: Constraint }[] = [];
   for (const table of actual.tables) {
-    const kept = desiredTables.get(table.key);
+    // A table that is dropped and made again gets all its keys anew.
+    const kept = droppedTables.has(table.key) ? undefined : desiredTables.get(table.key);
     for (const fk of table.constraints.filter(isForeignKey)) {
       if (!kept) {
         // A dropped table's own keys go with it, except one into another dropped table, which would block that drop.
@@ -54,21 +115,27 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
       }
       const wanted = kept.constraints.find((c) => c.name === fk.name);
       const unchanged = wanted !== undefined && same(wanted, fk);
-      const referenceChanges = fk.references !== null && uniquenessChanges.has(fk.references);
+      const referenceChanges = fk.references !== null && (uniquenessChanges.has(fk.references) || droppedTables.has(fk.references));
       if (unchanged && !referenceChanges) continue;
       emit(dropConstraint(table.key, fk));
+      recreated.targets.add(constraintTarget(table.key, fk));
       if (unchanged) foreignKeysToRestore.push({ table: kept, constraint: wanted });
     }
   }
 
-  // 3-4. Other constraints and indexes that go or change, on tables that stay.
+  // 4. Other constraints and indexes that go or change, on tables that stay.
   for (const t of diff.tables.altered) {
-    for (const c of [...t.constraints.removed, ...t.constraints.changed.map((x) => x.from)]) {
-      if (!isForeignKey(c)) emit(dropConstraint(t.to.key, c));
+    for (const c of [...t.constraints.removed, ...changedFrom(t.constraints)]) {
+      if (isForeignKey(c)) continue;
+      emit(dropConstraint(t.to.key, c));
+      recreated.targets.add(constraintTarget(t.to.key, c));
+      // The key's index, named as the key, goes with it.
+      if (providesUniqueness(c)) recreated.targets.add(indexTarget(t.to.schema, c.name));
     }
-  }
-  for (const t of diff.tables.altered) {
-    for (const i of [...t.indexes.removed, ...t.indexes.changed.map((x) => x.from)]) emit(`DROP INDEX ${quoteIdent(t.to.schema)}.${quoteIdent(i.name)}`);
+    for (const i of [...t.indexes.removed, ...changedFrom(t.indexes)]) {
+      emit(`DROP INDEX ${indexName(t.to.schema, i)}`);
+      recreated.targets.add(indexTarget(t.to.schema, i.name));
+    }
   }
 
   // 5. A sequence changing owner is released first, so dropping its old column does not drop it.
@@ -76,62 +143,257 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     if (from.ownedBy !== null && !same(from.ownedBy, to.ownedBy)) emit(`ALTER SEQUENCE ${from.key} OWNED BY NONE`);
   }
 
-  // 6. Tables that go (their indexes, constraints and owned sequences go with them).
-  for (const t of diff.tables.removed) emit(`DROP TABLE ${t.key}`, 'drop_table');
-
-  // 7-9. New schemas, sequences and tables (columns only; keys come once every table exists).
-  for (const s of diff.schemas.added) emit(`CREATE SCHEMA ${quoteIdent(s)}`);
-  for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
-  for (const t of diff.tables.added) emit(`CREATE TABLE ${t.key} (${t.columns.map((c) => `\n  ${columnDefinition(c)}`).join(',')}${t.columns.length ? '\n' : ''})`);
-
-  // 10. Columns of tables that stay.
-  for (const t of diff.tables.altered) {
-    for (const c of t.columns.removed) emit(`ALTER TABLE ${t.to.key} DROP COLUMN ${quoteIdent(c.name)}`, 'drop_column');
-    for (const c of t.columns.added) emit(`ALTER TABLE ${t.to.key} ADD COLUMN ${columnDefinition(c)}`);
-    for (const { from, to } of t.columns.changed) alterColumn(t.to.key, from, to, emit);
+  // 6. Tables that go (their indexes, constraints, triggers, policies and owned sequences go with them), partitions
+  // before their parents.
+  for (const t of partitionsFirst(diff.tables.removed)) {
+    emit(`DROP TABLE ${t.key}`, { destructive: 'drop_table' });
+    recreated.relations.add(t.key);
+    for (const i of t.indexes) recreated.targets.add(indexTarget(t.schema, i.name));
   }
 
-  // 11-12. Sequences that go (unless a dropped table or column took them along), and sequences that change.
+  // 7. Routines whose signature holds but whose header changes (nothing reads them any more).
+  for (const r of routinesRecreated) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`);
+  for (const r of routinesRecreated) recreated.targets.add(routineTarget(r));
+
+  // 8. New schemas and extensions, extensions that move or change version.
+  for (const s of diff.schemas.added) emit(`CREATE SCHEMA ${quoteIdent(s)}`);
+  for (const x of diff.extensions.added) emit(`CREATE EXTENSION ${quoteIdent(x.name)} WITH SCHEMA ${quoteIdent(x.schema)} VERSION ${literal(x.version)}`);
+  for (const { from, to } of diff.extensions.changed) {
+    if (from.schema !== to.schema) emit(`ALTER EXTENSION ${quoteIdent(to.name)} SET SCHEMA ${quoteIdent(to.schema)}`);
+    if (from.version !== to.version) emit(`ALTER EXTENSION ${quoteIdent(to.name)} UPDATE TO ${literal(to.version)}`);
+  }
+
+  // 9. Types: enums, then domains (which may be over an enum), then composite types (which may hold either).
+  for (const e of diff.enums.added) emit(`CREATE TYPE ${e.key} AS ENUM (${e.values.map(literal).join(', ')})`);
+  for (const { from, to } of diff.enums.changed) {
+    if (recreatedEnumKeys.has(to.key)) {
+      emit(`ALTER TYPE ${to.key} RENAME TO ${quoteIdent(oldEnum(to.key))}`, { destructive: 'remove_enum_value' });
+      emit(`CREATE TYPE ${to.key} AS ENUM (${to.values.map(literal).join(', ')})`);
+      recreated.targets.add(`TYPE ${to.key}`);
+      continue;
+    }
+    for (const [i, value] of to.values.entries()) {
+      if (from.values.includes(value)) continue;
+      const position = i > 0 ? ` AFTER ${literal(to.values[i - 1]!)}` : from.values.length > 0 ? ` BEFORE ${literal(from.values[0]!)}` : '';
+      emit(`ALTER TYPE ${to.key} ADD VALUE ${literal(value)}${position}`);
+    }
+  }
+  planDomains(diff, emit, recreated);
+  planComposites(diff, emit);
+
+  // 10. Routines whose bodies are not parsed at creation, so tables may use them and they may name tables yet to come.
+  const routinesToCreate = [...diff.routines.added, ...changedTo(diff.routines)];
+  for (const r of routinesToCreate.filter((r) => !r.parsedBody)) emit(r.definition);
+
+  // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
+  for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
+  for (const t of parentsFirst(diff.tables.added)) emit(createTable(t));
+
+  // 12. Columns of tables that stay, and columns moving to a recreated enum.
+  for (const t of diff.tables.altered) {
+    for (const c of t.columns.removed) emit(`ALTER TABLE ${t.to.key} DROP COLUMN ${quoteIdent(c.name)}`, { destructive: 'drop_column' });
+    for (const c of t.columns.added) {
+      emit(`ALTER TABLE ${t.to.key} ADD COLUMN ${columnDefinition(c)}`, c.generated !== null || c.identity !== null ? { locking: 'table_rewrite' } : {});
+    }
+    for (const { from, to } of t.columns.changed) alterColumn(t.to.key, from, to, emit);
+  }
+  for (const { table, column } of enumColumns) {
+    const alter = (action: string, c?: Classification) => emit(`ALTER TABLE ${table.key} ALTER COLUMN ${quoteIdent(column.name)} ${action}`, c);
+    if (column.default !== null) alter('DROP DEFAULT');
+    alter(`TYPE ${column.type} USING ${quoteIdent(column.name)}::text${column.type.endsWith('[]') ? '[]' : ''}::${column.type}`,
+      { locking: 'table_rewrite' });
+    if (column.default !== null) alter(`SET DEFAULT ${column.default}`);
+  }
+  for (const e of enumsRecreated) emit(`DROP TYPE ${quoteIdent(e.to.schema)}.${quoteIdent(oldEnum(e.to.key))}`);
+
+  // 13. Sequences that go (unless a dropped table or column took them along), and sequences that change.
   for (const s of diff.sequences.removed) {
     const ownerGone = s.ownedBy !== null && (droppedTables.has(s.ownedBy.table) || removedColumns.has(`${s.ownedBy.table}.${quoteIdent(s.ownedBy.column)}`));
-    if (!ownerGone) emit(`DROP SEQUENCE ${s.key}`, 'drop_sequence');
+    if (!ownerGone) emit(`DROP SEQUENCE ${s.key}`, { destructive: 'drop_sequence' });
   }
   for (const { from, to } of diff.sequences.changed) {
     if (from.type !== to.type || !same(from.options, to.options)) emit(`ALTER SEQUENCE ${to.key} AS ${to.type} ${sequenceOptionsSql(to.options)}`);
   }
 
-  // 13-15. Keys and indexes: primary/unique/check first, then indexes, then foreign keys, which need the others.
+  // 14. Keys and indexes: primary/unique/check first, then indexes, then foreign keys, which need the others.
+  const newTables = diff.tables.added;
   const newConstraints = [
-    ...diff.tables.added.flatMap((t) => t.constraints.map((constraint) => ({ table: t, constraint }))),
-    ...diff.tables.altered.flatMap((t) => [...t.constraints.added, ...t.constraints.changed.map((x) => x.to)].map((constraint) => ({ table: t.to, constraint }))),
+    ...newTables.flatMap((t) => t.constraints.map((constraint) => ({ table: t, constraint }))),
+    ...diff.tables.altered.flatMap((t) => [...t.constraints.added, ...changedTo(t.constraints)].map((constraint) => ({ table: t.to, constraint }))),
   ];
-  for (const { table, constraint } of newConstraints) if (!isForeignKey(constraint)) emit(addConstraint(table.key, constraint));
-  for (const t of diff.tables.added) for (const i of t.indexes) emit(i.definition);
-  for (const t of diff.tables.altered) for (const i of [...t.indexes.added, ...t.indexes.changed.map((x) => x.to)]) emit(i.definition);
-  for (const { table, constraint } of [...newConstraints, ...foreignKeysToRestore]) if (isForeignKey(constraint)) emit(addConstraint(table.key, constraint));
+  const addKey = ({ table, constraint }: { table: Table; constraint: Constraint }) =>
+    emit(addConstraint(table.key, constraint), existingTables.has(table.key) && !droppedTables.has(table.key) ? { locking: providesUniqueness(constraint) ? 'blocking_index_build' : 'full_table_scan' } : {});
+  for (const c of newConstraints) if (!isForeignKey(c.constraint)) addKey(c);
+  for (const t of newTables) for (const i of t.indexes) emit(indexDefinition(t, i));
+  for (const t of diff.tables.altered) {
+    for (const i of [...t.indexes.added, ...changedTo(t.indexes)]) {
+      const sql = indexDefinition(t.to, i);
+      emit(sql, t.to.partitionBy === null ? { locking: 'blocking_index_build', concurrently: sql.replace(/^CREATE (UNIQUE )?INDEX /, 'CREATE $1INDEX CONCURRENTLY ') } : { locking: 'blocking_index_build' });
+    }
+  }
+  for (const c of [...newConstraints, ...foreignKeysToRestore]) if (isForeignKey(c.constraint)) addKey(c);
 
-  // 16. Ownership, now that the owning columns exist.
+  // 15. Ownership, now that the owning columns exist.
   for (const s of [...diff.sequences.added, ...diff.sequences.changed.filter((x) => !same(x.from.ownedBy, x.to.ownedBy)).map((x) => x.to)]) {
     if (s.ownedBy !== null) emit(`ALTER SEQUENCE ${s.key} OWNED BY ${s.ownedBy.table}.${quoteIdent(s.ownedBy.column)}`);
   }
 
-  // 17. Views, each after the views it reads.
-  const viewsToCreate = new Set([...diff.views.added.map((v) => v.key), ...diff.views.changed.map((c) => c.to.key), ...viewsToDrop]);
-  for (const view of dependencyOrder(desired.views.filter((v) => viewsToCreate.has(v.key)))) emit(`CREATE VIEW ${view.key} AS\n${view.definition}`);
+  // 16. Routines with SQL-standard bodies, parsed now that the tables they read exist.
+  for (const r of routinesToCreate.filter((r) => r.parsedBody)) emit(r.definition);
 
-  // 18. Schemas that go, now empty.
-  for (const s of diff.schemas.removed) emit(`DROP SCHEMA ${quoteIdent(s)}`, 'drop_schema');
+  // 17. Views and materialized views, each after the views it reads, with a materialized view's indexes.
+  const viewsToCreate = new Set([...diff.views.added.map((v) => v.key), ...changedTo(diff.views).map((v) => v.key), ...viewsToDrop]);
+  for (const view of dependencyOrder(desired.views.filter((v) => viewsToCreate.has(v.key)))) {
+    emit(view.materialized ? `CREATE MATERIALIZED VIEW ${view.key} AS\n${view.definition}\nWITH DATA` : `CREATE VIEW ${view.key} AS\n${view.definition}`);
+    for (const i of view.indexes) emit(i.definition);
+  }
+
+  // 18. Triggers, once their tables and routines exist.
+  for (const t of [...diff.triggers.added, ...changedTo(diff.triggers), ...triggersToRestore]) emit(t.definition);
+
+  // 19. Row-level security and policies.
+  for (const t of [...newTables, ...diff.tables.altered.filter((x) => x.rowSecurity).map((x) => x.to)]) {
+    const from = droppedTables.has(t.key) ? undefined : actual.tables.find((a) => a.key === t.key);
+    if ((from?.rowSecurity ?? false) !== t.rowSecurity) emit(`ALTER TABLE ${t.key} ${t.rowSecurity ? 'ENABLE' : 'DISABLE'} ROW LEVEL SECURITY`, { privilege: true });
+    if ((from?.forceRowSecurity ?? false) !== t.forceRowSecurity) emit(`ALTER TABLE ${t.key} ${t.forceRowSecurity ? '' : 'NO '}FORCE ROW LEVEL SECURITY`, { privilege: true });
+  }
+  for (const p of [...diff.policies.added, ...changedTo(diff.policies), ...policiesToRestore]) emit(p.definition, { privilege: true });
+
+  // 20. What goes for good once nothing uses it: routines, types, extensions, then the schemas, now empty.
+  for (const r of diff.routines.removed) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`, { destructive: 'drop_routine' });
+  for (const c of diff.composites.removed) emit(`DROP TYPE ${c.key}`, { destructive: 'drop_type' });
+  for (const d of diff.domains.removed) emit(`DROP DOMAIN ${d.key}`, { destructive: 'drop_type' });
+  for (const e of diff.enums.removed) emit(`DROP TYPE ${e.key}`, { destructive: 'drop_type' });
+  for (const x of diff.extensions.removed) emit(`DROP EXTENSION ${quoteIdent(x.name)}`, { destructive: 'drop_extension' });
+  for (const s of diff.schemas.removed) emit(`DROP SCHEMA ${quoteIdent(s)}`, { destructive: 'drop_schema' });
+
+  planComments(actual, desired, recreated, emit);
+  planGrants(actual, desired, recreated, routinesToCreate.filter((r) => !actual.routines.some((a) => a.key === r.key) || routinesGoing.has(r.key)), emit);
   return out;
 }
 
-function changesUniqueness(t: TableDelta): boolean {
-  return [...t.constraints.removed, ...t.constraints.changed.map((x) => x.from)].some(providesUniqueness) ||
-    [...t.indexes.removed, ...t.indexes.changed.map((x) => x.from)].some((i) => i.unique);
+/** A recreated enum's old type, renamed aside (a name unique to the type) while its columns move to the new one. */
+const oldEnum = (key: string) => `ptah_replaced_${sha256Digest(key).slice(7, 23)}`;
+
+/** Whether `from` appears in `to` in the same order, so each new value can be added in place. */
+function isOrderedSubset(from: readonly string[], to: readonly string[]): boolean {
+  let at = 0;
+  for (const value of to) if (at < from.length && from[at] === value) at += 1;
+  return at === from.length && from.every((v) => to.includes(v));
 }
 
-/** Views (by key) that read, directly or through other views, a changed relation or a table losing or re-typing a column. */
-function viewsReadingChanges(views: readonly View[], altered: readonly TableDelta[], changedRelations: readonly string[]): Set<string> {
-  const changed = new Set(changedRelations);
+function planDomains(diff: ModelDiff, emit: Emit, recreated: Recreated): void {
+  const create = (d: ModelDiff['domains']['added'][number]) => {
+    emit(`CREATE DOMAIN ${d.key} AS ${d.type}${d.default !== null ? ` DEFAULT ${d.default}` : ''}${d.notNull ? ' NOT NULL' : ''}`);
+    for (const c of d.checks) emit(`ALTER DOMAIN ${d.key} ADD CONSTRAINT ${quoteIdent(c.name)} ${c.definition}`);
+  };
+  for (const d of diff.domains.added) create(d);
+  for (const { from, to } of diff.domains.changed) {
+    if (from.type !== to.type) {
+      // A domain's base type cannot change in place; anything using it blocks the drop (and the proof says so).
+      emit(`DROP DOMAIN ${from.key}`, { destructive: 'drop_type' });
+      create(to);
+      recreated.targets.add(`DOMAIN ${to.key}`);
+      continue;
+    }
+    if (from.default !== to.default) emit(`ALTER DOMAIN ${to.key} ${to.default === null ? 'DROP DEFAULT' : `SET DEFAULT ${to.default}`}`);
+    if (from.notNull !== to.notNull) emit(`ALTER DOMAIN ${to.key} ${to.notNull ? 'SET' : 'DROP'} NOT NULL`, to.notNull ? { locking: 'full_table_scan' } : {});
+    const checks = deltaByName(from.checks, to.checks);
+    for (const c of [...checks.removed, ...changedFrom(checks)]) emit(`ALTER DOMAIN ${to.key} DROP CONSTRAINT ${quoteIdent(c.name)}`);
+    for (const c of [...checks.added, ...changedTo(checks)]) {
+      emit(`ALTER DOMAIN ${to.key} ADD CONSTRAINT ${quoteIdent(c.name)} ${c.definition}`, { locking: 'full_table_scan' });
+      recreated.targets.add(`CONSTRAINT ${quoteIdent(c.name)} ON DOMAIN ${to.key}`);
+    }
+  }
+}
+
+function planComposites(diff: ModelDiff, emit: Emit): void {
+  for (const c of diff.composites.added) emit(`CREATE TYPE ${c.key} AS (${c.attributes.map((a) => `${quoteIdent(a.name)} ${a.type}`).join(', ')})`);
+  for (const { from, to } of diff.composites.changed) {
+    const attributes = deltaByName(from.attributes, to.attributes);
+    for (const a of attributes.removed) emit(`ALTER TYPE ${to.key} DROP ATTRIBUTE ${quoteIdent(a.name)}`, { destructive: 'drop_attribute' });
+    for (const a of attributes.added) emit(`ALTER TYPE ${to.key} ADD ATTRIBUTE ${quoteIdent(a.name)} ${a.type}`);
+    for (const { to: a } of attributes.changed) emit(`ALTER TYPE ${to.key} ALTER ATTRIBUTE ${quoteIdent(a.name)} TYPE ${a.type}`, { destructive: 'change_column_type' });
+  }
+}
+
+function deltaByName<T extends { name: string }>(from: readonly T[], to: readonly T[]): Delta<T> {
+  const result: Delta<T> = { added: [], removed: [], changed: [] };
+  for (const item of to) {
+    const old = from.find((f) => f.name === item.name);
+    if (old === undefined) result.added.push(item);
+    else if (!same(old, item)) result.changed.push({ from: old, to: item });
+  }
+  for (const item of from) if (!to.some((t) => t.name === item.name)) result.removed.push(item);
+  return result;
+}
+
+/**
+ * Comments last: every object exists. A recreated object lost its comment, so it is set again; a comment on an
+ * object that is gone went with it.
+ */
+function planComments(actual: SchemaModel, desired: SchemaModel, recreated: Recreated, emit: Emit): void {
+  // A target the desired schema comments on exists there, even one the model does not list (a key's index).
+  const listed = commentTargets(desired);
+  const commented = new Set(desired.comments.map((c) => c.target));
+  const exists = (target: string) => listed(target) || commented.has(target);
+  const before = new Map(actual.comments.filter((c) => exists(c.target) && !isRecreatedTarget(recreated, c.target)).map((c) => [c.target, c.text]));
+  for (const c of desired.comments) if (before.get(c.target) !== c.text) emit(`COMMENT ON ${c.target} IS ${literal(c.text)}`);
+  for (const target of before.keys()) if (!desired.comments.some((c) => c.target === target)) emit(`COMMENT ON ${target} IS NULL`);
+}
+
+/**
+ * Grants last, against what each object holds once the plan has made it: a new or recreated object holds its
+ * defaults (EXECUTE for PUBLIC on a routine, nothing else), an untouched one what it holds now.
+ */
+function planGrants(actual: SchemaModel, desired: SchemaModel, recreated: Recreated, freshRoutines: readonly Routine[], emit: Emit): void {
+  const exists = grantTargets(desired);
+  const fresh = new Set(freshRoutines.map(routineTarget));
+  const keep = (g: Grant) => exists.has(g.target) && !fresh.has(g.target) && !isRecreatedTarget(recreated, g.target);
+  const before: Grant[] = [
+    ...actual.grants.filter(keep),
+    ...[...fresh].map((target) => ({ target, grantee: 'PUBLIC', privilege: 'EXECUTE', grantable: false })),
+  ];
+  const id = (g: Grant) => `${g.target} ${g.grantee} ${g.privilege}`;
+  const was = new Map(before.map((g) => [id(g), g]));
+  for (const g of desired.grants) {
+    const old = was.get(id(g));
+    if (old?.grantable === g.grantable) continue;
+    if (old?.grantable === true) emit(`REVOKE GRANT OPTION FOR ${g.privilege} ON ${g.target} FROM ${g.grantee}`, { privilege: true });
+    else emit(`GRANT ${g.privilege} ON ${g.target} TO ${g.grantee}${g.grantable ? ' WITH GRANT OPTION' : ''}`, { privilege: true });
+  }
+  const wanted = new Set(desired.grants.map(id));
+  for (const g of before) if (!wanted.has(id(g))) emit(`REVOKE ${g.privilege} ON ${g.target} FROM ${g.grantee}`, { privilege: true });
+}
+
+const routineTarget = (r: Routine) => `${r.kind.toUpperCase()} ${r.key}`;
+const constraintTarget = (table: string, c: Constraint) => `CONSTRAINT ${quoteIdent(c.name)} ON ${table}`;
+const indexName = (schema: string, i: Index) => `${quoteIdent(schema)}.${quoteIdent(i.name)}`;
+
+/** A partitioned table's index is printed `ON ONLY` (the parent alone); created, it should reach every partition. */
+const indexDefinition = (t: Table, i: Index) => (t.partitionBy !== null ? i.definition.replace(' ON ONLY ', ' ON ') : i.definition);
+
+function createTable(t: Table): string {
+  if (t.partitionOf !== null) return `CREATE TABLE ${t.key} PARTITION OF ${t.partitionOf.parent} ${t.partitionOf.bound}${t.partitionBy !== null ? ` PARTITION BY ${t.partitionBy}` : ''}`;
+  const columns = `(${t.columns.map((c) => `\n  ${columnDefinition(c)}`).join(',')}${t.columns.length ? '\n' : ''})`;
+  return `CREATE TABLE ${t.key} ${columns}${t.partitionBy !== null ? ` PARTITION BY ${t.partitionBy}` : ''}`;
+}
+
+const depth = (t: Table, all: readonly Table[]): number => {
+  const parent = t.partitionOf && all.find((p) => p.key === t.partitionOf!.parent);
+  return parent ? 1 + depth(parent, all) : 0;
+};
+const parentsFirst = (tables: readonly Table[]) => [...tables].sort((a, b) => depth(a, tables) - depth(b, tables));
+const partitionsFirst = (tables: readonly Table[]) => [...tables].sort((a, b) => depth(b, tables) - depth(a, tables));
+
+function changesUniqueness(t: TableDelta): boolean {
+  return [...t.constraints.removed, ...changedFrom(t.constraints)].some(providesUniqueness) ||
+    [...t.indexes.removed, ...changedFrom(t.indexes)].some((i) => i.unique);
+}
+
+/** Views (by key) that read, directly or through other views, a changed relation or routine, or a table losing or re-typing a column. */
+function viewsReadingChanges(views: readonly View[], altered: readonly TableDelta[], changedObjects: readonly string[]): Set<string> {
+  const changed = new Set(changedObjects);
   for (const t of altered) {
     if (t.columns.removed.length > 0 || t.columns.changed.some((c) => c.from.type !== c.to.type)) changed.add(t.to.key);
   }
@@ -167,13 +429,13 @@ function dependencyOrder(views: readonly View[]): View[] {
   return ordered;
 }
 
-function alterColumn(table: string, from: Column, to: Column, emit: (sql: string, destructive?: DestructiveReason) => void): void {
-  const alter = (action: string, destructive?: DestructiveReason) => emit(`ALTER TABLE ${table} ALTER COLUMN ${quoteIdent(to.name)} ${action}`, destructive);
+function alterColumn(table: string, from: Column, to: Column, emit: Emit): void {
+  const alter = (action: string, c?: Classification) => emit(`ALTER TABLE ${table} ALTER COLUMN ${quoteIdent(to.name)} ${action}`, c);
   if (from.identity && !to.identity) alter('DROP IDENTITY');
   if (from.default !== null && from.default !== to.default) alter('DROP DEFAULT');
-  if (from.type !== to.type) alter(`TYPE ${to.type} USING ${quoteIdent(to.name)}::${to.type}`, 'change_column_type');
+  if (from.type !== to.type) alter(`TYPE ${to.type} USING ${quoteIdent(to.name)}::${to.type}`, { destructive: 'change_column_type', locking: 'table_rewrite' });
   if (from.notNull && !to.notNull) alter('DROP NOT NULL');
-  if (!from.notNull && to.notNull) alter('SET NOT NULL');
+  if (!from.notNull && to.notNull) alter('SET NOT NULL', { locking: 'full_table_scan' });
   if (to.default !== null && from.default !== to.default) alter(`SET DEFAULT ${to.default}`);
   if (!from.identity && to.identity) alter(`ADD ${identitySql(to.identity.generation)} (${sequenceOptionsSql(to.identity.options)})`);
   if (from.identity && to.identity) {
@@ -186,6 +448,7 @@ function columnDefinition(c: Column): string {
   return [
     `${quoteIdent(c.name)} ${c.type}`,
     c.identity ? ` ${identitySql(c.identity.generation)} (${sequenceOptionsSql(c.identity.options)})` : '',
+    c.generated !== null ? ` GENERATED ALWAYS AS (${c.generated}) STORED` : '',
     c.default !== null ? ` DEFAULT ${c.default}` : '',
     c.notNull ? ' NOT NULL' : '',
   ].join('');
@@ -203,4 +466,3 @@ function identityOptionsSql(o: SequenceOptions): string {
 
 const dropConstraint = (table: string, c: Constraint) => `ALTER TABLE ${table} DROP CONSTRAINT ${quoteIdent(c.name)}`;
 const addConstraint = (table: string, c: Constraint) => `ALTER TABLE ${table} ADD CONSTRAINT ${quoteIdent(c.name)} ${c.definition}`;
-
