@@ -45,7 +45,15 @@ export interface SchemaPlanDocument {
    * Fingerprint of the state the plan converges to (the desired schema as the executor reads it). Apply checks
    * the target reads exactly so before it commits; the executor refuses a plan without it.
    */
-  desiredStateFingerprint?: string;
+  desiredStateFingerprint: string;
+  /** The plan grants, revokes or changes row-level security: it always needs an approval, whatever the policy says. */
+  privilegeChanging: boolean;
+  /** Which statements change privileges, by index, in order. */
+  privilegeStatements: number[];
+  /** Statements PostgreSQL can only run by rewriting, scanning or locking a table, by index, and why. */
+  lockingStatements: { index: number; reason: string }[];
+  /** False for a plan of concurrent index builds, run one statement at a time outside a transaction. */
+  transactional: boolean;
 }
 
 export interface PlanReport {

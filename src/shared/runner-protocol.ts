@@ -209,7 +209,9 @@ function isObject(value: unknown): value is JsonObject {
 }
 
 function extraKey(value: JsonObject, allowed: readonly string[], what: string): Problem {
-  return Object.keys(value).some((k) => value[k] !== undefined && !allowed.includes(k)) ? `${what} holds a field this protocol does not define` : undefined;
+  const extra = Object.keys(value).find((k) => value[k] !== undefined && !allowed.includes(k));
+  // Named, but bounded: the key comes from whoever wrote the document.
+  return extra === undefined ? undefined : `${what} holds a field this protocol does not define (${JSON.stringify(extra.slice(0, 64))})`;
 }
 
 function isCount(value: unknown): value is number {
@@ -293,7 +295,28 @@ export function observeContentProblem(content: ObserveContent, complete: boolean
 
 const PLAN_DOCUMENT_KEYS = [
   'formatVersion', 'engine', 'statements', 'statementCount', 'destructive', 'destructiveStatements', 'actualStateFingerprint', 'desiredSchemaDigest',
+  'desiredStateFingerprint', 'privilegeChanging', 'privilegeStatements', 'lockingStatements', 'transactional',
 ] as const;
+
+/** Statement indexes: counts naming a statement of the plan, strictly increasing. */
+function statementIndexesProblem(indexes: unknown[], statementCount: number, at: string): Problem {
+  if (!indexes.every((index) => isCount(index) && index < statementCount)) return `${at} names an index that is no statement`;
+  return (indexes as number[]).every((index, i) => i === 0 || index > (indexes as number[])[i - 1]!) ? undefined : `${at} is not in statement order`;
+}
+
+/** A list of {index, reason} entries naming statements in order, each reason a snake_case word. */
+function classifiedStatementsProblem(value: unknown, statementCount: number, at: string): Problem {
+  return first(
+    () => eachProblem(value, at, (entry, where) => {
+      if (!isObject(entry)) return `${where} is not an object`;
+      return first(
+        () => extraKey(entry, ['index', 'reason'], where),
+        () => (isErrorCode(entry.reason) ? undefined : `${where}.reason is not a lowercase snake_case reason`),
+      );
+    }),
+    () => statementIndexesProblem((value as { index: unknown }[]).map((entry) => entry.index), statementCount, at),
+  );
+}
 
 /** A SchemaPlanDocument, strictly: a plan is executed exactly as written, so no field may be unknown. */
 export function schemaPlanProblem(value: unknown): Problem {
@@ -307,23 +330,17 @@ export function schemaPlanProblem(value: unknown): Problem {
       ? undefined
       : 'plan.statements is not a non-empty list of statements'),
     () => (value.statementCount === (statements as unknown[]).length ? undefined : 'plan.statementCount disagrees with plan.statements'),
-    () => eachProblem(value.destructiveStatements, 'plan.destructiveStatements', (entry, at) => {
-      if (!isObject(entry)) return `${at} is not an object`;
-      return first(
-        () => extraKey(entry, ['index', 'reason'], at),
-        () => (isCount(entry.index) && entry.index < (statements as unknown[]).length ? undefined : `${at}.index does not name a statement`),
-        () => (isErrorCode(entry.reason) ? undefined : `${at}.reason is not a lowercase snake_case reason`),
-      );
-    }),
-    () => {
-      const indexes = (value.destructiveStatements as { index: number }[]).map((d) => d.index);
-      return indexes.every((index, i) => i === 0 || index > indexes[i - 1]) ? undefined : 'plan.destructiveStatements is not in statement order';
-    },
+    () => classifiedStatementsProblem(value.destructiveStatements, (statements as unknown[]).length, 'plan.destructiveStatements'),
     () => (value.destructive === (value.destructiveStatements as unknown[]).length > 0
       ? undefined
       : 'plan.destructive disagrees with plan.destructiveStatements'),
     () => digestProblem(value.actualStateFingerprint, 'plan.actualStateFingerprint'),
     () => digestProblem(value.desiredSchemaDigest, 'plan.desiredSchemaDigest'),
+    () => digestProblem(value.desiredStateFingerprint, 'plan.desiredStateFingerprint'),
+    () => (Array.isArray(value.privilegeStatements) ? statementIndexesProblem(value.privilegeStatements, (statements as unknown[]).length, 'plan.privilegeStatements') : 'plan.privilegeStatements is not a list'),
+    () => (value.privilegeChanging === (value.privilegeStatements as unknown[]).length > 0 ? undefined : 'plan.privilegeChanging disagrees with plan.privilegeStatements'),
+    () => classifiedStatementsProblem(value.lockingStatements, (statements as unknown[]).length, 'plan.lockingStatements'),
+    () => (typeof value.transactional === 'boolean' ? undefined : 'plan.transactional is not a boolean'),
   );
 }
 

@@ -15,7 +15,8 @@ const hex = (text: string) => createHash('sha256').update(text).digest('hex');
 
 const plan: SchemaPlanDocument = {
   formatVersion: 1, engine: 'postgresql', statements: ['CREATE TABLE t (id int)'], statementCount: 1, destructive: false,
-  destructiveStatements: [], actualStateFingerprint: D('f'), desiredSchemaDigest: D('d'),
+  destructiveStatements: [], actualStateFingerprint: D('f'), desiredSchemaDigest: D('d'), desiredStateFingerprint: D('9'),
+  privilegeChanging: false, privilegeStatements: [], lockingStatements: [], transactional: true,
 };
 const bindings = { protocolVersion: RUNNER_PROTOCOL_VERSION, operationId: ID, childExitCode: 0, coordinationDigest: D('c'), targetIdentityDigest: D('e') };
 const applied = [{ version: '1', name: '1_a.up.sql', checksum: D('1') }, { version: '2', name: '2_b.up.sql', checksum: D('2') }];
