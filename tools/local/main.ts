@@ -17,9 +17,9 @@ import { createTestDatabase } from '../../test/harness/postgres.js';
 import { startStack, type Stack } from '../../test/harness/stack.js';
 import { registerWebhooks } from '../../test/harness/webhooks.js';
 import { RUNNER_IMAGE } from '../../test/harness/kubelet/images.js';
-import { API_VERSION, INSTALL, KINDS } from '../shared/api/names.js';
-import type { PtahMigration } from '../shared/api/migration-kinds.js';
-import { registerResource, restClient, type KubeClient, type KubeObject } from '../shared/kube-client.js';
+import { API_VERSION, INSTALL, KINDS } from '../../src/shared/api/names.js';
+import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
+import { registerResource, restClient, type KubeClient, type KubeObject } from '../../src/shared/kube-client.js';
 
 const LOCAL_DIR = join(REPO_ROOT, '.local');
 const DEMO_NAMESPACE = 'ptah-demo';
