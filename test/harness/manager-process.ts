@@ -1,0 +1,125 @@
+// A manager as its own process: `node --import tsx src/main.ts` with the flags an installation passes (its
+// kubeconfig, serving certificate, port, Lease namespace and images), in its own process group, its output in a
+// log file. `order` runs test/harness/manager-swapped-main.ts instead, the same wiring with two dispatch steps
+// exchanged, so a test can show that its assertions fail against a wrong order. Nothing here reaches into src/.
+import { readFile } from 'node:fs/promises';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
+import { REPO_ROOT } from './paths.js';
+import { startProcess, type ManagedProcess, type ProcessExit } from './processes.js';
+import { waitFor } from './wait.js';
+
+export interface ManagerProcessOptions {
+  /** Names the process in messages and its log file. */
+  name: string;
+  logFile: string;
+  kubeconfig: string;
+  /** Holds tls.crt and tls.key; `caPem` is the CA that signed them. */
+  certDir: string;
+  caPem: string;
+  port: number;
+  leaseNamespace: string;
+  runnerImage: string;
+  controllerImage: string;
+  revision: string;
+  /** Two dispatch steps to exchange: the deliberately wrong manager. */
+  order?: readonly [DispatchStep, DispatchStep];
+}
+
+export interface ManagerProcess {
+  name: string;
+  pid: number;
+  url: string;
+  logFile: string;
+  readonly exited: Promise<ProcessExit>;
+  /** SIGKILL to the process group; resolves once the leader is gone. */
+  kill(): Promise<void>;
+  /** Resolves with the time (ms since the epoch) the log first shows `line`. */
+  waitForLog(line: string, timeoutMs: number): Promise<number>;
+  logTail(lines?: number): string;
+}
+
+/** The log line the manager writes when it leads and starts its controllers (src/controller/manager.ts). */
+export const LEADING = 'leading: starting controllers';
+
+/** Starts the manager and waits until it serves /healthz. */
+export async function startManagerProcess(options: ManagerProcessOptions): Promise<ManagerProcess> {
+  const entry = options.order ? join(REPO_ROOT, 'test/harness/manager-swapped-main.ts') : join(REPO_ROOT, 'src/main.ts');
+  const args = [
+    '--import', 'tsx', entry,
+    ...(options.order ? ['--swap', options.order.join(',')] : []),
+    '--kubeconfig', options.kubeconfig,
+    '--cert-dir', options.certDir,
+    '--listen-host', '127.0.0.1',
+    '--port', String(options.port),
+    '--lease-namespace', options.leaseNamespace,
+    '--runner-image', options.runnerImage,
+    '--controller-image', options.controllerImage,
+    '--revision', options.revision,
+    '--log-level', 'debug',
+  ];
+  const child: ManagedProcess = startProcess({ name: options.name, command: process.execPath, args, logFile: options.logFile, cwd: REPO_ROOT, env: managerEnv() });
+  const url = `https://127.0.0.1:${options.port}`;
+  const handle: ManagerProcess = {
+    name: options.name,
+    pid: child.pid,
+    url,
+    logFile: options.logFile,
+    exited: child.exited,
+    async kill() {
+      await child.stop(0);
+    },
+    async waitForLog(line, timeoutMs) {
+      return waitFor(async () => logTimeOf(await readFile(options.logFile, 'utf8'), line), { what: `${options.name} to log "${line}"`, timeoutMs, intervalMs: 100, process: child });
+    },
+    logTail: (lines) => child.logTail(lines),
+  };
+  try {
+    await waitFor(async () => ((await httpsStatus(`${url}/healthz`, options.caPem)) === 200 ? true : undefined),
+      { what: `${options.name} to serve /healthz`, timeoutMs: 60_000, process: child });
+  } catch (e) {
+    await handle.kill();
+    throw e;
+  }
+  return handle;
+}
+
+/** The harness's environment without the PTAH_* settings src/config.ts reads: the flags are the whole config. */
+function managerEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PTAH_') || k.startsWith('PTAH_TEST_')));
+}
+
+/** The `time` of the first pino line whose msg is `line`. */
+function logTimeOf(log: string, line: string): number | undefined {
+  for (const text of log.split('\n')) {
+    if (!text.includes(line)) continue;
+    try {
+      // The manager's logger writes ISO times; pino's default is epoch milliseconds.
+      const entry = JSON.parse(text) as { msg?: string; time?: number | string };
+      const time = typeof entry.time === 'string' ? Date.parse(entry.time) : entry.time;
+      if (entry.msg === line && time !== undefined && Number.isFinite(time)) return time;
+    } catch {
+      // Not a pino line (tsx or node warnings).
+    }
+  }
+  return undefined;
+}
+
+/** The status of a GET, or 0 when nothing answered. */
+export function httpsStatus(url: string, caPem: string): Promise<number> {
+  return httpsText(url, caPem).then((r) => r.status, () => 0);
+}
+
+export function httpsText(url: string, caPem: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ca: caPem, timeout: 5_000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
