@@ -9,7 +9,7 @@ import type { V1Job } from '@kubernetes/client-node';
 import type { PtahMigration, PtahMigrationApproval, PtahMigrationPlan } from '../../src/shared/api/migration-kinds.js';
 import { FINALIZERS } from '../../src/shared/api/names.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
-import { placeholderLeaseEpoch } from '../../src/controller/migration/fingerprint.js';
+import { placeholderLeaseEpoch } from '../../src/controller/claim-values.js';
 import { ApiError, restClient } from '../../src/shared/kube-client.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
 import { sharedCluster } from '../harness/cluster.js';

@@ -123,7 +123,7 @@ t.test('the claim\'s fixed metadata changed on the running Job is JobIntentMisma
   const recorded = await recordedUnknownWhileWriting(t, w, states, run, 'JobIntentMismatch');
   t.match(recorded.status?.lastRun?.message, /labels/, 'naming what no longer matches');
   t.ok(neverAnotherUid(states, run), 'the claim never recorded another UID');
-  await eventAbout(w, recorded.metadata.uid!, 'MigrationJobCleanupDeferred', run.claim.jobName);
+  await eventAbout(w, recorded.metadata.uid!, 'JobCleanupDeferred', run.claim.jobName);
   const ended = await jobTerminal(w, run.claim.jobName);
   t.equal(ended.metadata?.uid, run.claim.jobUID, 'the same Job ran to its end');
   t.equal(ended.spec?.ttlSecondsAfterFinished, undefined, 'without the cleanup TTL: the manager does not touch a Job its claim does not recognise');

@@ -1,7 +1,7 @@
 // The verification-policy format a migration artifact is held to: what parses, what is refused (with the field
 // named), and which rules an artifact breaks.
 import t from 'tap';
-import { parseVerificationPolicy, policyViolations, PolicyFormatError, type ArtifactFacts } from '../../src/controller/migration/verification-policy.js';
+import { parseVerificationPolicy, policyViolations, PolicyFormatError, type ArtifactFacts } from '../../src/controller/verification-policy.js';
 
 const FULL = `
 version: 1

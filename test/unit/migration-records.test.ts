@@ -6,7 +6,7 @@ import { pino } from 'pino';
 import { MigrationPass, type MigrationDeps } from '../../src/controller/migration/context.js';
 import { retireMigrationClaim, SecondReleaseError } from '../../src/controller/migration/retire.js';
 import { reconcileMigrationDeletion } from '../../src/controller/migration/deletion.js';
-import { placeholderLeaseEpoch } from '../../src/controller/migration/fingerprint.js';
+import { placeholderLeaseEpoch } from '../../src/controller/claim-values.js';
 import { reconcileUnresolvedRunCopy } from '../../src/controller/migration/unresolved.js';
 import type { PtahMigration, UnresolvedRun } from '../../src/shared/api/migration-kinds.js';
 import { ANNOTATIONS, FINALIZERS } from '../../src/shared/api/names.js';

@@ -1,17 +1,9 @@
 // The values a migration claim is bounded and bound by, and the rule that settles an unresolved run from a reading.
 import t from 'tap';
-import {
-  applyDeadlines,
-  applyWindowSeconds,
-  MAX_APPLY_WINDOW_SECONDS,
-  migrationInputFingerprint,
-  migrationLeaseDuration,
-  newOperationId,
-  placeholderLeaseEpoch,
-  type FingerprintInputs,
-} from '../../src/controller/migration/fingerprint.js';
+import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, MAX_APPLY_WINDOW_SECONDS, newOperationId, placeholderLeaseEpoch } from '../../src/controller/claim-values.js';
+import { migrationInputFingerprint, type FingerprintInputs } from '../../src/controller/migration/fingerprint.js';
 import { currentVersionOf, planNameFor } from '../../src/controller/migration/plan.js';
-import { withCondition } from '../../src/controller/migration/status.js';
+import { withCondition } from '../../src/controller/conditions.js';
 import { migrationUnresolvedRunSettledBy, type HistoryReading } from '../../src/controller/migration/unresolved.js';
 import type { PtahMigration, UnresolvedRun } from '../../src/shared/api/migration-kinds.js';
 import { isDigest, sha256Digest } from '../../src/shared/canonical.js';
@@ -62,11 +54,11 @@ t.test('the input fingerprint moves with every input, and not with the resolutio
 });
 
 t.test('the Apply Lease outlives the window by the Job grace and the lease grace', async (t) => {
-  t.equal(migrationLeaseDuration(900), 1020);
-  t.equal(migrationLeaseDuration(30), 150);
+  t.equal(applyLeaseDuration(900), 1020);
+  t.equal(applyLeaseDuration(30), 150);
   t.equal(applyWindowSeconds(migration(1, 600)), 600);
   t.equal(applyWindowSeconds(migration(1, 86400)), MAX_APPLY_WINDOW_SECONDS, 'a window whose Lease would not fit is cut');
-  t.equal(migrationLeaseDuration(MAX_APPLY_WINDOW_SECONDS), MAX_LEASE_SECONDS, 'the longest window just fits the Lease bound');
+  t.equal(applyLeaseDuration(MAX_APPLY_WINDOW_SECONDS), MAX_LEASE_SECONDS, 'the longest window just fits the Lease bound');
   const deadlines = applyDeadlines(new Date('2030-01-01T00:00:00.250Z'), 300);
   t.same(deadlines, { dispatchNotAfter: '2030-01-01T00:05:00.250Z', executionNotAfter: '2030-01-01T00:05:00.250Z' });
 });

@@ -4,7 +4,8 @@
 import type { PtahMigrationRunAcknowledgment } from '../../shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../shared/api/names.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
-import { withCondition, writeMigrationStatus } from './status.js';
+import { writeMigrationStatus } from './status.js';
+import { withCondition } from '../conditions.js';
 
 const settled = (ack: PtahMigrationRunAcknowledgment): boolean =>
   ack.status?.conditions?.some((c) => (c.type === 'Consumed' || c.type === 'Stale') && c.status === 'True') === true;

@@ -10,10 +10,10 @@ import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type 
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
 import type { PtahMigration, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
 import { ApprovalGoneError, approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
-import { artifactStillPinned, verificationPolicyStillBinds } from './artifact.js';
+import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
-import { isJobTerminal } from './evidence.js';
+import { isJobTerminal } from '../evidence.js';
 import { harvestMigrationApply, harvestMigrationHistory } from './harvest.js';
 import { claimInputsHold, claimPlan, holdMigrationJobToItsClaim, rebuildMigrationJob } from './job.js';
 import { currentMigrationPlan } from './plan.js';
@@ -237,9 +237,9 @@ async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperati
   const inputs = await claimInputsHold(pass, claim);
   if (!inputs.hold) return refuse('InputsChanged', inputs.why);
   if (!claim.artifact) return refuse('ArtifactChanged', 'the claim pins no artifact');
-  const artifactMoved = await artifactStillPinned(pass, claim.artifact);
+  const artifactMoved = await artifactStillPinned(pass, pass.m.spec.artifact, claim.artifact);
   if (artifactMoved) return refuse('ArtifactChanged', artifactMoved);
-  const policyMoved = await verificationPolicyStillBinds(pass, claim.artifact);
+  const policyMoved = await verificationPolicyStillBinds(pass, pass.m.spec.artifact, claim.artifact);
   if (policyMoved) return refuse('VerificationPolicyChanged', policyMoved);
   if (claim.type !== 'Apply') return { ok: true };
 

@@ -3,46 +3,13 @@
 // work authorized under the old one cannot finish under the new one. A migration leaves nothing behind: an
 // undispatched claim goes in the write that installs the epoch, and a dispatched Apply is recorded unresolved
 // first, so the epoch moves on the next pass once no claim is in flight.
-import { randomBytes } from 'node:crypto';
-import type { ExecutionBinding } from '../../shared/api/shapes.js';
 import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
+import { bindingOf, boundComponentsMoved, newEpoch, recordedComponentsMoved, rotationMessage } from '../binding.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { retireMigrationClaim } from './retire.js';
 import { finishUncertainMigrationApply } from './uncertain.js';
 import { writeMigrationStatus } from './status.js';
-
-const newEpoch = (): string => `v1-${randomBytes(16).toString('hex')}`;
-
-/** The binding this manager would install, under `epoch`. */
-function bindingOf(pass: MigrationPass, epoch: string): ExecutionBinding {
-  const m = pass.deps.manager;
-  return {
-    epoch,
-    controllerStateVersion: m.controllerStateVersion,
-    executorImage: m.executorImage,
-    runnerImage: m.runnerImage,
-    runnerProtocolVersion: m.runnerProtocolVersion,
-    controllerImage: m.controllerImage,
-    controllerRevision: m.controllerRevision,
-  };
-}
-
-/** Whether a bound component (controller-state version, executor image, runner protocol) differs from this manager's. */
-function boundComponentsMoved(pass: MigrationPass, binding: ExecutionBinding): boolean {
-  const m = pass.deps.manager;
-  return binding.controllerStateVersion !== m.controllerStateVersion || binding.executorImage !== m.executorImage ||
-    binding.runnerProtocolVersion !== m.runnerProtocolVersion;
-}
-
-/**
- * Whether only what the binding records (the controller image and revision) differs. The runner image is the
- * executor image, so it moves with the bound components, never on its own.
- */
-function recordedComponentsMoved(pass: MigrationPass, binding: ExecutionBinding): boolean {
-  const m = pass.deps.manager;
-  return binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision;
-}
 
 /**
  * Keeps status.executionBinding the binding in force. Returns the end of the pass when it wrote; undefined when
@@ -71,9 +38,7 @@ export async function reconcileMigrationExecutionBinding(pass: MigrationPass): P
     return applyUncertainUnderBindingChange(pass);
   }
   const epoch = newEpoch();
-  const message = `the execution binding moved (executor ${current.executorImage} → ${pass.deps.manager.executorImage}, ` +
-    `protocol ${current.runnerProtocolVersion} → ${pass.deps.manager.runnerProtocolVersion}, state ${current.controllerStateVersion} → ` +
-    `${pass.deps.manager.controllerStateVersion}); plans and approvals of epoch ${current.epoch} no longer authorize anything`;
+  const message = rotationMessage(pass, current);
   pass.event('Warning', 'ExecutionBindingChanged', message, 'RotateExecutionBinding');
   // The plan was computed under the old epoch and the reading is read again under the new one.
   const rotate = { executionBinding: bindingOf(pass, epoch), plan: undefined, nextReconciliationTime: pass.nowIso() };

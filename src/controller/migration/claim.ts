@@ -9,15 +9,9 @@ import { DEFAULT_TERMINATION_GRACE_SECONDS } from '../../shared/job/build.js';
 import { jobNameFor } from '../../shared/naming.js';
 import { addFinalizer } from '../finalizer.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
-import {
-  applyDeadlines,
-  applyWindowSeconds,
-  migrationInputFingerprint,
-  migrationLeaseDuration,
-  newOperationId,
-  placeholderLeaseEpoch,
-} from './fingerprint.js';
-import { giveJobCleanupTtl } from './retire.js';
+import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch } from '../claim-values.js';
+import { migrationInputFingerprint } from './fingerprint.js';
+import { giveJobCleanupTtl } from '../release.js';
 import { unresolvedMessage } from './unresolved.js';
 import { writeMigrationStatus, type Report } from './status.js';
 
@@ -81,7 +75,7 @@ export async function claimMigrationApply(pass: MigrationPass, plan: PtahMigrati
     ...base,
     coordinationDigest: plan.spec.coordinationDigest,
     targetIdentityDigest: plan.spec.targetIdentityDigest,
-    leaseDurationSeconds: migrationLeaseDuration(window),
+    leaseDurationSeconds: applyLeaseDuration(window),
     leaseEpoch: placeholderLeaseEpoch(base.id),
     ...applyDeadlines(new Date(base.startedAt), window),
     terminationGracePeriodSeconds: DEFAULT_TERMINATION_GRACE_SECONDS,

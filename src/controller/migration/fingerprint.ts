@@ -1,16 +1,9 @@
-// The values a migration claim is decided from and bounded by: its input fingerprint, its operation ID, the
-// placeholder Lease epoch it persists before any acquisition, and its time windows.
-import { randomBytes } from 'node:crypto';
+// What a migration claim is decided from: its input fingerprint (the values every claim is bounded by are shared,
+// src/controller/claim-values.ts).
 import type { PtahMigration } from '../../shared/api/migration-kinds.js';
 import type { ObjectRef, PinnedArtifact } from '../../shared/api/shapes.js';
-import { digest, sha256Digest } from '../../shared/canonical.js';
-import { DEFAULT_ACTIVE_DEADLINE_SECONDS, JOB_DEADLINE_GRACE_SECONDS } from '../../shared/job/build.js';
-import { MAX_LEASE_SECONDS } from '../../shared/targetlock.js';
-
-/** Beyond the Job's deadline grace, the time the Lease outlives the Job, so it lapses only after the executor stopped. */
-export const LEASE_GRACE_SECONDS = 60;
-/** The longest Apply window whose Lease still fits the Lease's upper bound. */
-export const MAX_APPLY_WINDOW_SECONDS = MAX_LEASE_SECONDS - JOB_DEADLINE_GRACE_SECONDS - LEASE_GRACE_SECONDS;
+import { digest } from '../../shared/canonical.js';
+import { pinIdentity } from '../claim-values.js';
 
 export interface FingerprintInputs {
   type: string;
@@ -25,60 +18,14 @@ export interface FingerprintInputs {
  * included) moves the inputs of a claim in flight, and its run is then settled without reading its result.
  */
 export function migrationInputFingerprint(m: PtahMigration, inputs: FingerprintInputs): string {
-  const { artifact } = inputs;
   return digest({
     version: 1,
     type: inputs.type,
     uid: m.metadata.uid ?? '',
     generation: m.metadata.generation ?? 0,
-    artifact: artifact
-      ? {
-          configMapName: artifact.configMapName,
-          configMapUID: artifact.configMapUID,
-          digest: artifact.digest,
-          verificationPolicyUID: artifact.verificationPolicyUID,
-          verificationPolicyDigest: artifact.verificationPolicyDigest,
-        }
-      : null,
+    artifact: pinIdentity(inputs.artifact),
     executionBindingID: inputs.executionBindingID,
     coordinationDigest: inputs.coordinationDigest,
     planRef: inputs.planRef ?? null,
   });
-}
-
-/** A fresh operation ID: `sha256:` of 32 random bytes. */
-export function newOperationId(): string {
-  return sha256Digest(randomBytes(32));
-}
-
-/** The epoch a claim expects before it ever took the Lease: derived from its ID, so it names no real holding. */
-export function placeholderLeaseEpoch(operationId: string): string {
-  return `v1-${operationId.slice('sha256:'.length, 'sha256:'.length + 32)}`;
-}
-
-/** Whether the claim ever took the realm: it names an epoch, and not the placeholder it was claimed with. */
-export function leaseTaken(claim: { id: string; leaseEpoch?: string }): boolean {
-  return Boolean(claim.leaseEpoch) && claim.leaseEpoch !== placeholderLeaseEpoch(claim.id);
-}
-
-/**
- * An Apply's execution window in seconds: spec.execution.activeDeadlineSeconds, cut to what a Lease can outlive
- * (the Lease must be able to last the window plus both graces).
- */
-export function applyWindowSeconds(m: PtahMigration): number {
-  return Math.min(m.spec.execution?.activeDeadlineSeconds ?? DEFAULT_ACTIVE_DEADLINE_SECONDS, MAX_APPLY_WINDOW_SECONDS);
-}
-
-/**
- * The Apply Lease: window + the Job's deadline grace + a lease grace. The runner kills the executor at the end of
- * the window, so the executor stops by its own clock at least two minutes before the Lease can lapse.
- */
-export function migrationLeaseDuration(windowSeconds: number): number {
-  return windowSeconds + JOB_DEADLINE_GRACE_SECONDS + LEASE_GRACE_SECONDS;
-}
-
-/** dispatchNotAfter and executionNotAfter of an Apply claimed at `startedAt`: both end the window. */
-export function applyDeadlines(startedAt: Date, windowSeconds: number): { dispatchNotAfter: string; executionNotAfter: string } {
-  const end = new Date(startedAt.getTime() + windowSeconds * 1000).toISOString();
-  return { dispatchNotAfter: end, executionNotAfter: end };
 }

@@ -11,7 +11,8 @@ import { FrameError, parseResultFor, RUNNER_ERROR, type RunnerResult, type Runne
 import type { RunnerOperation } from '../../shared/runner-env.js';
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
-import { awaitFrameArrival, collectTerminalPodEvidence, readRunnerLog, terminationSummaryStandIn } from './evidence.js';
+import { awaitFrameArrival, collectTerminalPodEvidence, readRunnerLog } from '../evidence.js';
+import { terminationSummaryStandIn } from './evidence.js';
 import { currentVersionOf, migrationPlanFor, publishMigrationPlan, PlanError } from './plan.js';
 import { retireMigrationClaim } from './retire.js';
 import type { Report } from './status.js';

@@ -5,7 +5,7 @@ import { parseDuration } from '../../shared/api/duration.js';
 import { SUPPORTED_ENGINE } from '../../shared/api/shapes.js';
 import { settleUnresolvedRunByAcknowledgment } from './acknowledgment.js';
 import { findMigrationApproval } from './approval.js';
-import { resolveMigrationArtifact, samePin } from './artifact.js';
+import { resolveArtifact, samePin } from '../artifact.js';
 import { claimMigrationApply, claimMigrationHistory } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { currentMigrationPlan } from './plan.js';
@@ -48,7 +48,7 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
   }
 
   const retryMs = parseDuration(pass.m.spec.execution?.failureRetryInterval ?? '30s');
-  const artifact = await resolveMigrationArtifact(pass);
+  const artifact = await resolveArtifact(pass, pass.m.spec.artifact);
   if (!artifact.ok) {
     const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'False', artifact.reason, artifact.message);
     const blocked: Report = { phase: 'Blocked', reason: artifact.reason, message: artifact.message };

@@ -6,7 +6,7 @@ import type { ActiveOperation, ManagerRecord } from '../../shared/api/shapes.js'
 import { JOB_ANNOTATIONS } from '../../shared/job/metadata.js';
 import { recordedManager } from '../../shared/job/rebuild.js';
 import type { MigrationPass } from './context.js';
-import { isJobTerminal } from './evidence.js';
+import { isJobTerminal } from '../evidence.js';
 import { recordUnresolvedMigrationRun } from './unresolved.js';
 
 function podStopped(pod: V1Pod): boolean {

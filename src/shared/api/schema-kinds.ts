@@ -89,6 +89,7 @@ export const schemaTargetStatus = object(
   {
     coordinationDigest: sha256('The realm digest.'),
     identityDigest: optional(sha256('Which database the last observation reached (credential-free).')),
+    drift: optional(boolean({ description: 'The last reading found the database differs from the desired schema.' })),
     driftDigest: optional(sha256()),
     driftFindings: optional(array(driftFinding, { maxItems: 64 })),
     lastObservedAt: optional(timestamp()),
@@ -104,7 +105,10 @@ export const currentPlan = object(
     fingerprint: sha256(),
     contentDigest: sha256(),
     destructive: boolean(),
+    privilegeChanging: optional(boolean({ description: 'The plan grants, revokes or changes row-level security: it always needs an approval.' })),
+    lockingStatementCount: optional(count('Statements that rewrite, scan or lock a table; listed in the plan for the approver.')),
     statementCount: count(),
+    approvalRequiredBecause: optional(string({ maxLength: 64, pattern: '^[A-Z][A-Za-z]*$', description: 'Why this plan needs an approval whatever spec.policy.apply says.' })),
   },
   { description: 'The published plan waiting to run.' },
 );
@@ -126,7 +130,9 @@ export const appliedStatus = object(
 );
 export type AppliedStatus = Static<typeof appliedStatus>;
 
-export const PENDING_OBSERVATION_OUTCOMES = ['ApplySucceeded', 'OutcomeUnknown'] as const;
+/** What the Apply's own report established: it converged its plan, it changed nothing, or nobody knows. */
+export const PENDING_OBSERVATION_OUTCOMES = ['ApplySucceeded', 'ApplyRefused', 'OutcomeUnknown'] as const;
+export type PendingObservationOutcome = (typeof PENDING_OBSERVATION_OUTCOMES)[number];
 
 export const pendingObservation = object(
   {
@@ -214,6 +220,9 @@ export const ptahSchemaPlanSpec = object({
   chunks: array(dnsSubdomain(), { minItems: 1, maxItems: PLAN_LIMITS.maxChunks, description: 'PtahSchemaPlanChunk names, in order.' }),
   statementCount: count(),
   destructive: boolean(),
+  privilegeChanging: boolean({ description: 'The plan grants, revokes or changes row-level security: it always needs an approval.' }),
+  lockingStatementCount: count('Statements PostgreSQL runs by rewriting, scanning or locking a table (see the plan document).'),
+  transactional: boolean({ description: 'False for a plan of concurrent index builds, run outside a transaction.' }),
   artifactDigest: sha256(),
   coordinationDigest: sha256(),
   targetIdentityDigest: sha256(),
@@ -236,6 +245,8 @@ export const ptahSchemaPlanKind = defineKind('PtahSchemaPlan', {
     { name: 'Schema', type: 'string', jsonPath: '.spec.schemaRef.name' },
     { name: 'Statements', type: 'integer', jsonPath: '.spec.statementCount' },
     { name: 'Destructive', type: 'boolean', jsonPath: '.spec.destructive' },
+    { name: 'Privileges', type: 'boolean', jsonPath: '.spec.privilegeChanging' },
+    { name: 'Locking', type: 'integer', jsonPath: '.spec.lockingStatementCount' },
     { name: 'Fingerprint', type: 'string', jsonPath: '.spec.fingerprint', priority: 1 },
   ],
 });

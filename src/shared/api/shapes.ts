@@ -299,6 +299,7 @@ export const activeOperation = object(
     planRef: optional(objectRef),
     artifact: optional(pinnedArtifact),
     retryNotBefore: optional(timestamp()),
+    proofOf: optional(sha256('PtahSchema only: the Apply operation whose proof this reading carries out, under its Lease.')),
   },
   { description: 'The claim for the operation in flight.' },
 );

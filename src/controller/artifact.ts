@@ -1,16 +1,25 @@
-// Resolve and Verify, inside the manager: the artifact is an immutable ConfigMap (one key per migration file),
-// pinned by UID and content digest, and held to the verification policy (another immutable ConfigMap). Both are
-// read uncached every time, and the manager reads ConfigMaps only, never a Secret.
+// Resolve and Verify, inside the manager, for both families: the artifact is an immutable ConfigMap (a
+// migration's files, or a schema's schema.sql), pinned by UID and content digest, and held to the verification
+// policy (another immutable ConfigMap). Both are read uncached every time, and the manager reads ConfigMaps only,
+// never a Secret.
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import type { PinnedArtifact } from '../../shared/api/shapes.js';
-import { artifactDigest } from '../../shared/artifact.js';
-import { sha256Digest } from '../../shared/canonical.js';
-import type { MigrationPass } from './context.js';
+import type { PinnedArtifact } from '../shared/api/shapes.js';
+import { artifactDigest } from '../shared/artifact.js';
+import { sha256Digest } from '../shared/canonical.js';
+import type { OwnerPass, OwnerResource } from './pass.js';
 import { parseVerificationPolicy, policyViolations, PolicyFormatError } from './verification-policy.js';
+
+type AnyPass = OwnerPass<OwnerResource>;
+
+/** Where a resource's spec names its artifact and policy (spec.artifact of a migration, spec.desired of a schema). */
+export interface ArtifactSource {
+  configMapRef: { name: string };
+  verificationPolicyRef: { name: string; key: string };
+}
 
 export type ArtifactVerdict = { ok: true; pin: PinnedArtifact } | { ok: false; reason: string; message: string };
 
-const configMapRef = (pass: MigrationPass, name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', namespace: pass.namespace, name });
+const configMapRef = (pass: AnyPass, name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', namespace: pass.namespace, name });
 
 /** Every file of a ConfigMap, as the Pod's volume presents it: data as UTF-8, binaryData decoded. */
 function artifactFiles(cm: V1ConfigMap): Map<string, Buffer> {
@@ -27,8 +36,8 @@ function policyDigestOf(cm: V1ConfigMap, key: string): string | undefined {
 }
 
 /** Reads, checks and pins the artifact and its policy (the seed's Resolve and Verify). */
-export async function resolveMigrationArtifact(pass: MigrationPass): Promise<ArtifactVerdict> {
-  const { configMapRef: artifactRef, verificationPolicyRef: policyRef } = pass.m.spec.artifact;
+export async function resolveArtifact(pass: AnyPass, source: ArtifactSource, requiredKey?: string): Promise<ArtifactVerdict> {
+  const { configMapRef: artifactRef, verificationPolicyRef: policyRef } = source;
   const [artifact, policy] = await Promise.all([
     pass.deps.client.tryGet<V1ConfigMap>(configMapRef(pass, artifactRef.name)),
     pass.deps.client.tryGet<V1ConfigMap>(configMapRef(pass, policyRef.name)),
@@ -53,6 +62,9 @@ export async function resolveMigrationArtifact(pass: MigrationPass): Promise<Art
     return { ok: false, reason: 'VerificationPolicyInvalid', message: `${policyRef.name}/${policyRef.key}: ${e.message}` };
   }
   const files = artifactFiles(artifact);
+  if (requiredKey !== undefined && !files.has(requiredKey)) {
+    return { ok: false, reason: 'ArtifactInvalid', message: `the artifact ConfigMap ${artifactRef.name} has no key ${requiredKey}` };
+  }
   const violations = policyViolations(rules, {
     labels: artifact.metadata?.labels ?? {},
     annotations: artifact.metadata?.annotations ?? {},
@@ -84,8 +96,8 @@ export function samePin(a: PinnedArtifact | undefined, b: PinnedArtifact | undef
  * The verification policy a claim was decided under still binds: the ConfigMap the spec names now, read uncached,
  * is the one pinned (same UID, immutable, same digest). Anything else discards the plan rather than narrowing it.
  */
-export async function verificationPolicyStillBinds(pass: MigrationPass, pin: PinnedArtifact): Promise<string | undefined> {
-  const { verificationPolicyRef: ref } = pass.m.spec.artifact;
+export async function verificationPolicyStillBinds(pass: AnyPass, source: ArtifactSource, pin: PinnedArtifact): Promise<string | undefined> {
+  const { verificationPolicyRef: ref } = source;
   const policy = await pass.deps.client.tryGet<V1ConfigMap>(configMapRef(pass, ref.name));
   if (!policy) return `the verification policy ConfigMap ${ref.name} no longer exists`;
   if (policy.metadata?.uid !== pin.verificationPolicyUID) return `the verification policy ConfigMap ${ref.name} was replaced`;
@@ -94,8 +106,8 @@ export async function verificationPolicyStillBinds(pass: MigrationPass, pin: Pin
 }
 
 /** The pinned artifact ConfigMap still stands as pinned (same UID, immutable, same digest). */
-export async function artifactStillPinned(pass: MigrationPass, pin: PinnedArtifact): Promise<string | undefined> {
-  if (pass.m.spec.artifact.configMapRef.name !== pin.configMapName) return `spec.artifact names ${pass.m.spec.artifact.configMapRef.name}, not the pinned ${pin.configMapName}`;
+export async function artifactStillPinned(pass: AnyPass, source: ArtifactSource, pin: PinnedArtifact): Promise<string | undefined> {
+  if (source.configMapRef.name !== pin.configMapName) return `the spec names artifact ${source.configMapRef.name}, not the pinned ${pin.configMapName}`;
   const artifact = await pass.deps.client.tryGet<V1ConfigMap>(configMapRef(pass, pin.configMapName));
   if (!artifact) return `the artifact ConfigMap ${pin.configMapName} no longer exists`;
   if (artifact.metadata?.uid !== pin.configMapUID) return `the artifact ConfigMap ${pin.configMapName} was replaced`;

@@ -1,0 +1,48 @@
+// The execution binding, for both families: which executor image, runner protocol and controller-state version a
+// resource's plans, approvals and claims are bound to, named by an epoch. A change to a bound component installs a
+// new epoch; a change to what the binding only records (the controller image and revision) keeps it.
+import { randomBytes } from 'node:crypto';
+import type { ExecutionBinding } from '../shared/api/shapes.js';
+import type { OwnerPass, OwnerResource } from './pass.js';
+
+type AnyPass = OwnerPass<OwnerResource>;
+
+export const newEpoch = (): string => `v1-${randomBytes(16).toString('hex')}`;
+
+/** The binding this manager would install, under `epoch`. */
+export function bindingOf(pass: AnyPass, epoch: string): ExecutionBinding {
+  const m = pass.deps.manager;
+  return {
+    epoch,
+    controllerStateVersion: m.controllerStateVersion,
+    executorImage: m.executorImage,
+    runnerImage: m.runnerImage,
+    runnerProtocolVersion: m.runnerProtocolVersion,
+    controllerImage: m.controllerImage,
+    controllerRevision: m.controllerRevision,
+  };
+}
+
+/** Whether a bound component (controller-state version, executor image, runner protocol) differs from this manager's. */
+export function boundComponentsMoved(pass: AnyPass, binding: ExecutionBinding): boolean {
+  const m = pass.deps.manager;
+  return binding.controllerStateVersion !== m.controllerStateVersion || binding.executorImage !== m.executorImage ||
+    binding.runnerProtocolVersion !== m.runnerProtocolVersion;
+}
+
+/**
+ * Whether only what the binding records (the controller image and revision) differs. The runner image is the
+ * executor image, so it moves with the bound components, never on its own.
+ */
+export function recordedComponentsMoved(pass: AnyPass, binding: ExecutionBinding): boolean {
+  const m = pass.deps.manager;
+  return binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision;
+}
+
+/** The message a rotation announces: what moved, and that the old epoch's plans and approvals authorize nothing. */
+export function rotationMessage(pass: AnyPass, current: ExecutionBinding): string {
+  const m = pass.deps.manager;
+  return `the execution binding moved (executor ${current.executorImage} → ${m.executorImage}, ` +
+    `protocol ${current.runnerProtocolVersion} → ${m.runnerProtocolVersion}, state ${current.controllerStateVersion} → ` +
+    `${m.controllerStateVersion}); plans and approvals of epoch ${current.epoch} no longer authorize anything`;
+}
