@@ -26,9 +26,17 @@ export function parseDatabaseUrl(url: string, role: DbRole): URL {
   return parsed;
 }
 
-export async function connect(url: string, role: DbRole): Promise<Db> {
+/**
+ * `applicationName`, when given, is the session's name whatever the URL says: pg lets a URL's `application_name`
+ * override the one passed beside it, so the URL's is dropped. A name sent at start-up survives `RESET ALL`.
+ */
+export async function connect(url: string, role: DbRole, applicationName?: string): Promise<Db> {
   parseDatabaseUrl(url, role);
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: 'ptah-executor' });
+  const client = new pg.Client({
+    connectionString: applicationName === undefined ? url : withoutApplicationName(url),
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    application_name: applicationName ?? 'ptah-executor',
+  });
   // A connection that drops while idle is reported by the next query; without a listener it would crash the process.
   client.on('error', () => undefined);
   try {
@@ -38,6 +46,23 @@ export async function connect(url: string, role: DbRole): Promise<Db> {
     throw new ExecutorFailure('connection_failed', `could not connect to the ${role} database: ${errorMessage(err)}`);
   }
   return client;
+}
+
+/** The URL without its `application_name` query parameters; every other byte is kept as written. */
+export function withoutApplicationName(url: string): string {
+  const at = url.indexOf('?');
+  if (at < 0) return url;
+  const kept = url.slice(at + 1).split('&').filter((part) => {
+    const key = part.split('=', 1)[0]!;
+    let name = key;
+    try {
+      name = decodeURIComponent(key);
+    } catch {
+      // A key that does not decode is not application_name.
+    }
+    return name !== 'application_name';
+  });
+  return kept.length === 0 ? url.slice(0, at) : `${url.slice(0, at)}?${kept.join('&')}`;
 }
 
 export async function disconnect(client: Db): Promise<void> {

@@ -4,8 +4,8 @@ import { failureCode } from './db.js';
 import type { Env } from './env.js';
 import { ExecutorFailure, errorMessage } from './failure.js';
 import { migrationApply, migrationHistory } from './migrations/commands.js';
+import { physicalIdentityFields, type CommandContext } from './physical-identity.js';
 import { apply, observe, plan } from './schema/commands.js';
-
 
 const COMMANDS = {
   observe,
@@ -13,7 +13,7 @@ const COMMANDS = {
   apply,
   'migration-history': migrationHistory,
   'migration-apply': migrationApply,
-} satisfies Record<ExecutorReport['command'], (env: Env) => Promise<ExecutorReport>>;
+} satisfies Record<ExecutorReport['command'], (env: Env, context: CommandContext) => Promise<ExecutorReport>>;
 
 export type ExecutorCommand = keyof typeof COMMANDS;
 export const EXECUTOR_COMMANDS = Object.keys(COMMANDS) as ExecutorCommand[];
@@ -22,16 +22,22 @@ export function isExecutorCommand(value: unknown): value is ExecutorCommand {
   return typeof value === 'string' && Object.hasOwn(COMMANDS, value);
 }
 
-/** Runs one command; every failure becomes the command's error report, so only a crash escapes. */
+/**
+ * Runs one command; every failure becomes the command's error report, so only a crash escapes. Once the target
+ * was opened, the report carries its physical identity, an error report too.
+ */
 export async function runCommand(command: ExecutorCommand, env: Env): Promise<ExecutorReport> {
+  const context: CommandContext = {};
+  let report: ExecutorReport;
   try {
-    return await COMMANDS[command](env);
+    report = await COMMANDS[command](env, context);
   } catch (err) {
     const error: ExecutorError = err instanceof ExecutorFailure
       ? err.toReport()
       : { code: failureCode(err, 'database_error'), message: `unexpected failure: ${errorMessage(err)}` };
-    return errorReport(command, error);
+    report = errorReport(command, error);
   }
+  return { ...report, ...physicalIdentityFields(context.physicalIdentity) };
 }
 
 function errorReport(command: ExecutorCommand, error: ExecutorError): ExecutorReport {

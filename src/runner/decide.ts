@@ -1,10 +1,11 @@
 // What a finished executor run says, as frame fields. The report decides, never the exit status alone:
-// - schema apply: once started, the database may have changed; every error is uncertain.
+// - schema apply: once started, the database may have changed; every error is uncertain, except a refusal the
+//   executor makes before its first write (REFUSED_BEFORE_WRITING), read from a report that agrees it ran nothing.
 // - migration-apply: the run report's outcome decides the flags (migrationRunFlags), even when the runner
 //   stopped the executor; without a readable report the run is uncertain.
 // - read-only operations: a report is read only from an executor that exited 0 (success) or 1 (its error).
 import { canonicalJson } from '../shared/canonical.js';
-import type { ExecutorError } from '../shared/executor-report.js';
+import { isRefusedBeforeWriting, type ExecutorError } from '../shared/executor-report.js';
 import {
   migrationRunFlags, RUNNER_ERROR, type ExpectedMigration, type OutputTruncation, type RunnerError,
 } from '../shared/runner-protocol.js';
@@ -43,8 +44,10 @@ export function decideRun(run: ExecutorRun, context: DecideContext): RunDecision
     return { ...base, ...notStarted, error: { code: RUNNER_ERROR.executorStartFailed, message }, content: {} };
   }
   if (operation === 'migration-apply') return { ...base, ...decideMigrationApply(run, context, base.notes) };
-  const { error, content } = decideFromReport(run, context);
-  const flags = operation === 'apply' ? { mutationStarted: true, uncertain: error !== undefined } : {};
+  const { error, content, refusedBeforeWriting } = decideFromReport(run, context);
+  const flags = operation !== 'apply' ? {}
+    : refusedBeforeWriting ? { mutationStarted: false, uncertain: false }
+    : { mutationStarted: true, uncertain: error !== undefined };
   return { ...base, ...flags, error, content };
 }
 
@@ -79,7 +82,14 @@ function executorError(error: ExecutorError, redactor: Redactor): RunnerError {
   return { code: error.code, message: sanitizeText(error.message, redactor, { oneLine: true }) || 'the executor gave no message' };
 }
 
-function decideFromReport(run: ExecutorRun, context: DecideContext): { error?: RunnerError; content: Record<string, unknown> } {
+interface ReportDecision {
+  error?: RunnerError;
+  content: Record<string, unknown>;
+  /** The executor's own report refused before any write (report.ts holds it to outcome failed, nothing run). */
+  refusedBeforeWriting?: boolean;
+}
+
+function decideFromReport(run: ExecutorRun, context: DecideContext): ReportDecision {
   const unusable = unusableRun(run, context);
   if (unusable) return { error: unusable, content: {} };
   const report = read(run, context);
@@ -90,7 +100,11 @@ function decideFromReport(run: ExecutorRun, context: DecideContext): { error?: R
   }
   const mismatch = crossCheck(report, context);
   if (mismatch) return { error: mismatch, content: {} };
-  return { error: report.error && executorError(report.error, context.redactor), content: { ...report.content } };
+  return {
+    error: report.error && executorError(report.error, context.redactor),
+    content: { ...report.content, ...report.identity },
+    refusedBeforeWriting: isRefusedBeforeWriting(report.error?.code),
+  };
 }
 
 /** What the report must agree with beyond its own shape. */
@@ -134,7 +148,7 @@ function decideMigrationApply(run: ExecutorRun, context: DecideContext, notes: s
     const stop = run.stoppedBy === 'deadline' ? 'stopped at the execution deadline' : 'stopped on the runner\'s stop request';
     error.message = sanitizeText(`${stop}: ${error.message}`, context.redactor, { oneLine: true });
   }
-  return { error, ...migrationRunFlags(migrationRun.outcome), content: { migrationRun } };
+  return { error, ...migrationRunFlags(migrationRun.outcome), content: { migrationRun, ...report.identity } };
 }
 
 function sameSequence(planned: readonly ExpectedMigration[], approved: readonly ExpectedMigration[]): boolean {

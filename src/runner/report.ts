@@ -1,10 +1,11 @@
 // Reading the executor's JSON report (src/shared/executor-report.ts) into what a frame may carry. Fields the
 // frame does not define are dropped; the documents a frame carries whole (plan, history, run) are checked
 // strictly; data holding a credential is refused rather than edited.
-import type { ExecutorError, MigrationRunOutcome } from '../shared/executor-report.js';
+import { isRefusedBeforeWriting, type ExecutorError, type MigrationRunOutcome, type PhysicalIdentityFields } from '../shared/executor-report.js';
 import type { RunnerOperation } from '../shared/runner-env.js';
 import {
-  applyContentProblem, isErrorCode, RUNNER_ERROR, migrationHistoryProblem, migrationRunProblem, observeContentProblem, planContentProblem,
+  applyContentProblem, isErrorCode, RUNNER_ERROR, migrationHistoryProblem, migrationRunProblem, observeContentProblem, physicalIdentityProblem,
+  planContentProblem,
   type ApplyContent, type MigrationHistoryContent, type MigrationRun, type ObserveContent, type PlanContent,
 } from '../shared/runner-protocol.js';
 import type { Redactor } from './redact.js';
@@ -16,8 +17,11 @@ export type ExecutorReportContent =
   | { operation: 'migration-history'; content: MigrationHistoryContent }
   | { operation: 'migration-apply'; content: { migrationRun: MigrationRun } };
 
-/** A report as the frame will carry it: the error (unredacted yet) and, on success, the content. */
-export type ReadReport = ExecutorReportContent & { error?: ExecutorError };
+/**
+ * A report as the frame will carry it: the error (unredacted yet), on success the content, and, error or not, the
+ * physical identity of the database the executor opened.
+ */
+export type ReadReport = ExecutorReportContent & { error?: ExecutorError; identity: PhysicalIdentityFields };
 
 export class ReportProblem extends Error {
   override name = 'ReportProblem';
@@ -50,11 +54,13 @@ export function readReport(operation: RunnerOperation, stdout: string, redactor:
     throw new ReportProblem('the executor report holds a credential in error.code; it was not framed', RUNNER_ERROR.reportContainsSecret);
   }
   const read = readContent(operation, report, error);
+  const identity = pick<PhysicalIdentityFields>(report, ['physicalIdentityDigest', 'physicalIdentityKind']);
+  check(physicalIdentityProblem(identity));
   const leak = stringPath(read.content, 'report', (text) => redactor.holdsSecret(text));
   if (leak) throw new ReportProblem(`the executor report holds a credential in ${leak}; it was not framed`, RUNNER_ERROR.reportContainsSecret);
   const broken = stringPath(read.content, 'report', (text) => LONE_SURROGATE.test(text));
   if (broken) throw new ReportProblem(`the executor report holds text that is not valid Unicode in ${broken}`);
-  return { ...read, error };
+  return { ...read, error, identity };
 }
 
 function readError(value: unknown): ExecutorError | undefined {
@@ -91,6 +97,9 @@ function readContent(operation: RunnerOperation, report: JsonObject, error: Exec
       if ((report.outcome === 'applied') === failed) throw new ReportProblem('the executor report\'s apply outcome disagrees with its error');
       const content = pick<ApplyContent>(report, ['planContentDigest', 'statementsExecuted']);
       check(applyContentProblem(content, !failed));
+      if (isRefusedBeforeWriting(error?.code) && (report.outcome !== 'failed' || content.statementsExecuted !== 0)) {
+        throw new ReportProblem(`the executor report refuses with ${error!.code} but says it ran something`);
+      }
       return { operation, content };
     }
     case 'migration-history': {
@@ -103,6 +112,9 @@ function readContent(operation: RunnerOperation, report: JsonObject, error: Exec
       check(migrationRunProblem(migrationRun));
       if (SUCCESSFUL_MIGRATION_OUTCOMES.has(migrationRun.outcome) === failed) {
         throw new ReportProblem('the executor report\'s migration outcome disagrees with its error');
+      }
+      if (isRefusedBeforeWriting(error?.code) && migrationRun.outcome !== 'failed') {
+        throw new ReportProblem(`the executor report refuses with ${error!.code} but its run is ${migrationRun.outcome}`);
       }
       return { operation, content: { migrationRun } };
     }

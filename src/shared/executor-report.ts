@@ -9,13 +9,41 @@ export interface ExecutorError {
   message: string;
 }
 
+/**
+ * Executor error codes that are refusals made before the run's first write: a mutating run that ends with one
+ * changed nothing, so its frame says mutationStarted false even after the executor started.
+ */
+export const REFUSED_BEFORE_WRITING = {
+  /** Another realm holds the database writer lock (src/executor/writer-lock.ts). */
+  databaseHeldByOtherRealm: 'database_held_by_other_realm',
+} as const;
+
+export function isRefusedBeforeWriting(code: string | undefined): boolean {
+  return code !== undefined && (Object.values(REFUSED_BEFORE_WRITING) as string[]).includes(code);
+}
+
+/**
+ * How the executor knows which physical database it opened. `system-identifier`: the cluster's
+ * pg_control_system().system_identifier and the database's OID, equal through every address of the server.
+ * `server-address`: where pg_control_system() is not permitted (a managed service), the server address, port
+ * and database name the session sees: weaker, since two addresses of one server give two digests.
+ */
+export const PHYSICAL_IDENTITY_KINDS = ['system-identifier', 'server-address'] as const;
+export type PhysicalIdentityKind = (typeof PHYSICAL_IDENTITY_KINDS)[number];
+
+/** Present on every report once the target was opened: a digest, never the raw values. */
+export interface PhysicalIdentityFields {
+  physicalIdentityDigest?: string;
+  physicalIdentityKind?: PhysicalIdentityKind;
+}
+
 export interface DriftFinding {
   /** e.g. `missing_table`, `extra_column`, `changed_index`. */
   category: string;
   count: number;
 }
 
-export interface ObserveReport {
+export interface ObserveReport extends PhysicalIdentityFields {
   command: 'observe';
   error?: ExecutorError;
   dialect?: 'postgresql';
@@ -56,7 +84,7 @@ export interface SchemaPlanDocument {
   transactional: boolean;
 }
 
-export interface PlanReport {
+export interface PlanReport extends PhysicalIdentityFields {
   command: 'plan';
   error?: ExecutorError;
   outcome?: 'Changes' | 'NoChanges';
@@ -66,7 +94,7 @@ export interface PlanReport {
   actualStateFingerprint?: string;
 }
 
-export interface ApplyReport {
+export interface ApplyReport extends PhysicalIdentityFields {
   command: 'apply';
   error?: ExecutorError;
   /** applied: every statement committed. failed: nothing changed. unknown: may have changed something. */
@@ -101,7 +129,7 @@ export interface MigrationHistory {
   fingerprint: string;
 }
 
-export interface MigrationHistoryReport {
+export interface MigrationHistoryReport extends PhysicalIdentityFields {
   command: 'migration-history';
   error?: ExecutorError;
   history?: MigrationHistory;
@@ -109,7 +137,7 @@ export interface MigrationHistoryReport {
 
 export type MigrationRunOutcome = 'applied' | 'up-to-date' | 'failed' | 'partial' | 'unknown';
 
-export interface MigrationRunReport {
+export interface MigrationRunReport extends PhysicalIdentityFields {
   command: 'migration-apply';
   error?: ExecutorError;
   outcome: MigrationRunOutcome;

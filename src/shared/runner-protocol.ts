@@ -15,7 +15,10 @@
 // its payload digest. It may stand in for a migration Apply's frame only when the log holds none (see
 // summaryStandsIn), and it never says more than the frame would.
 import { canonicalJson, digest, isDigest, sha256Digest, sha256Hex } from './canonical.js';
-import type { DriftFinding, MigrationFile, MigrationHistory, MigrationRunOutcome, SchemaPlanDocument } from './executor-report.js';
+import {
+  isRefusedBeforeWriting, PHYSICAL_IDENTITY_KINDS,
+  type DriftFinding, type MigrationFile, type MigrationHistory, type MigrationRunOutcome, type PhysicalIdentityFields, type SchemaPlanDocument,
+} from './executor-report.js';
 import { isRunnerOperation, MUTATING_RUNNER_OPERATIONS, type RunnerOperation } from './runner-env.js';
 
 /** The protocol this build speaks. The manager passes its own in PTAH_RUNNER_PROTOCOL_VERSION. */
@@ -90,7 +93,7 @@ export interface OutputTruncation {
   stderrBytesDropped: number;
 }
 
-export interface RunnerResultBase<O extends RunnerOperation> {
+export interface RunnerResultBase<O extends RunnerOperation> extends PhysicalIdentityFields {
   protocolVersion: number;
   operation: O;
   operationId: string;
@@ -241,6 +244,17 @@ function eachProblem(items: unknown, what: string, check: (item: unknown, at: st
 
 function digestProblem(value: unknown, what: string): Problem {
   return isDigest(value) ? undefined : `${what} is not a sha256: digest`;
+}
+
+/** Both identity fields or neither: a digest names a database only together with how it was learned. */
+export function physicalIdentityProblem(value: PhysicalIdentityFields): Problem {
+  const { physicalIdentityDigest: identity, physicalIdentityKind: kind } = value;
+  if ((identity === undefined) !== (kind === undefined)) return 'physicalIdentityDigest and physicalIdentityKind come together';
+  if (identity === undefined) return undefined;
+  return first(
+    () => digestProblem(identity, 'physicalIdentityDigest'),
+    () => ((PHYSICAL_IDENTITY_KINDS as readonly unknown[]).includes(kind) ? undefined : 'physicalIdentityKind is not a known kind'),
+  );
 }
 
 function errorProblem(value: unknown): Problem {
@@ -445,7 +459,7 @@ export function migrationRunProblem(value: unknown): Problem {
 
 const RESULT_KEYS = [
   'protocolVersion', 'operation', 'operationId', 'childExitCode', 'coordinationDigest', 'targetIdentityDigest',
-  'mutationStarted', 'uncertain', 'error', 'truncation',
+  'physicalIdentityDigest', 'physicalIdentityKind', 'mutationStarted', 'uncertain', 'error', 'truncation',
 ] as const;
 
 const CONTENT_KEYS: Record<RunnerOperation, readonly string[]> = {
@@ -486,6 +500,8 @@ export function resultProblem(value: unknown): Problem {
       : 'childExitCode is not -1 or an exit status'),
     () => (value.coordinationDigest === undefined ? undefined : digestProblem(value.coordinationDigest, 'coordinationDigest')),
     () => (value.targetIdentityDigest === undefined ? undefined : digestProblem(value.targetIdentityDigest, 'targetIdentityDigest')),
+    () => physicalIdentityProblem(value),
+    () => (!started && value.physicalIdentityDigest !== undefined ? 'a physical identity although the executor never started' : undefined),
     () => (hasError ? errorProblem(value.error) : undefined),
     () => (value.truncation === undefined ? undefined : truncationProblem(value.truncation)),
     () => (!hasError && (value.truncation as OutputTruncation | undefined)?.stdout ? 'a successful result cannot have lost its report' : undefined),
@@ -518,6 +534,15 @@ function flagsProblem(value: JsonObject, operation: RunnerOperation, mutating: b
   if (!hasError && isUncertain) return 'a successful result cannot be uncertain';
   if (!started && isStarted) return 'mutationStarted although the executor never started';
   const run = (value as MigrationRunContent).migrationRun;
+  const code = hasError ? (value.error as RunnerError).code : undefined;
+  if (started && isRefusedBeforeWriting(code)) {
+    if (isStarted) return `${code} is a refusal before any write, so nothing may have started`;
+    if (operation === 'migration-apply' && run?.outcome !== 'failed') return `${code} needs a failed migration run`;
+    if (operation === 'apply' && (value as ApplyContent).statementsExecuted !== undefined && (value as ApplyContent).statementsExecuted !== 0) {
+      return `${code} is a refusal before any write, so no statement may have run`;
+    }
+    return undefined;
+  }
   if (operation === 'migration-apply' && run !== undefined && MIGRATION_OUTCOMES.has(run.outcome)) {
     if (!started) return 'a migration run report although the executor never started';
     const flags = migrationRunFlags(run.outcome);
@@ -755,6 +780,8 @@ export interface RunnerSummary {
   errorCode?: string;
   coordinationDigest?: string;
   targetIdentityDigest?: string;
+  physicalIdentityDigest?: string;
+  physicalIdentityKind?: PhysicalIdentityFields['physicalIdentityKind'];
   migration?: MigrationSummary;
 }
 
@@ -781,6 +808,8 @@ export function summaryFor(result: RunnerResult): RunnerSummary {
     errorCode: result.error?.code,
     coordinationDigest: result.coordinationDigest,
     targetIdentityDigest: result.targetIdentityDigest,
+    physicalIdentityDigest: result.physicalIdentityDigest,
+    physicalIdentityKind: result.physicalIdentityKind,
     migration,
   };
   return {
@@ -841,7 +870,7 @@ export function parseSummaryFor(message: string | Uint8Array, operation: RunnerO
 
 const SUMMARY_KEYS = [
   'protocolVersion', 'operation', 'operationId', 'frameDigest', 'mutationStarted', 'uncertain', 'errorCode',
-  'coordinationDigest', 'targetIdentityDigest', 'migration',
+  'coordinationDigest', 'targetIdentityDigest', 'physicalIdentityDigest', 'physicalIdentityKind', 'migration',
 ] as const;
 
 function summaryProblem(value: unknown): Problem {
@@ -858,6 +887,7 @@ function summaryProblem(value: unknown): Problem {
     () => (hasError && !isErrorCode(value.errorCode) ? 'errorCode is not a lowercase snake_case code' : undefined),
     () => (value.coordinationDigest === undefined ? undefined : digestProblem(value.coordinationDigest, 'coordinationDigest')),
     () => (value.targetIdentityDigest === undefined ? undefined : digestProblem(value.targetIdentityDigest, 'targetIdentityDigest')),
+    () => physicalIdentityProblem(value),
     () => (hasError || (value.coordinationDigest !== undefined && value.targetIdentityDigest !== undefined)
       ? undefined
       : 'a successful summary needs coordinationDigest and targetIdentityDigest'),
@@ -870,6 +900,9 @@ function summaryProblem(value: unknown): Problem {
       }
       if (uncertain === true && mutationStarted !== true) return 'uncertain without mutationStarted';
       if (!hasError && uncertain === true) return 'a successful summary cannot be uncertain';
+      if (isRefusedBeforeWriting(value.errorCode as string | undefined) && mutationStarted === true) {
+        return `${value.errorCode as string} is a refusal before any write, so nothing may have started`;
+      }
       if (!hasError && operation === 'apply' && mutationStarted !== true) return 'a successful apply must have started';
       return undefined;
     },

@@ -58,7 +58,9 @@ t.test('observe, plan and apply round-trip and converge: a second plan has no ch
   const op = operationId('apply');
   const applied = await runExecutorProcess<ApplyReport>('apply', applyEnv(t, db.url, plan, op));
   t.equal(applied.code, 0, applied.stderr);
-  t.same(applied.report, { command: 'apply', outcome: 'applied', planContentDigest: planned.report.planContentDigest, statementsExecuted: plan.statementCount });
+  // Every report names the physical database it opened (executor-physical-identity.test.ts holds it to that).
+  const identity = { physicalIdentityDigest: observed.report.physicalIdentityDigest, physicalIdentityKind: 'system-identifier' };
+  t.same(applied.report, { command: 'apply', outcome: 'applied', planContentDigest: planned.report.planContentDigest, statementsExecuted: plan.statementCount, ...identity });
   t.same(await db.query('SELECT operation_id, plan_content_digest, statement_count FROM ptah_migrations.schema_applies'),
     [{ operation_id: op, plan_content_digest: planned.report.planContentDigest, statement_count: plan.statementCount }], 'the target records who applied what');
 
@@ -67,7 +69,7 @@ t.test('observe, plan and apply round-trip and converge: a second plan has no ch
   t.same(await db.query('SELECT email FROM app.order_emails'), [{ email: 'a@example.test' }], 'the applied schema works');
 
   const second = await runExecutorProcess<PlanReport>('plan', { dbUrl: db.url, artifactDir: dir });
-  t.same(second.report, { command: 'plan', outcome: 'NoChanges', actualStateFingerprint: plan.desiredStateFingerprint });
+  t.same(second.report, { command: 'plan', outcome: 'NoChanges', actualStateFingerprint: plan.desiredStateFingerprint, ...identity });
   const again = await runExecutor<ObserveReport>('observe', { dbUrl: db.url, artifactDir: dir });
   t.equal(again.drift, false);
   t.same(again.findings, []);

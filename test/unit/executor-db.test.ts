@@ -1,7 +1,8 @@
 import t from 'tap';
 import pg from 'pg';
-import { describeSqlError, failureCode, isConnectionLoss, isStatementError, parseDatabaseUrl } from '../../src/executor/db.js';
+import { describeSqlError, failureCode, isConnectionLoss, isStatementError, parseDatabaseUrl, withoutApplicationName } from '../../src/executor/db.js';
 import { ExecutorFailure } from '../../src/executor/failure.js';
+import { writerApplicationName, writerRealm } from '../../src/executor/writer-lock.js';
 
 function dbError(code: string, position?: number): pg.DatabaseError {
   const err = new pg.DatabaseError('boom', 0, 'error');
@@ -51,5 +52,26 @@ t.test('database URLs are checked and never echoed', async (t) => {
     } catch (err) {
       t.notMatch((err as ExecutorFailure).message, 'secret-pw', `${url}: no password`);
     }
+  }
+});
+
+t.test('a writer names its own session, whatever application_name the URL carries', async (t) => {
+  const cases: [string, string][] = [
+    ['postgres://u:p%3Fw@h/db?application_name=app', 'postgres://u:p%3Fw@h/db'],
+    ['postgres://u@h/db?sslmode=require&application_name=app&options=-c%20x%3D1', 'postgres://u@h/db?sslmode=require&options=-c%20x%3D1'],
+    ['postgres://u@h/db?application%5Fname=app&sslmode=require', 'postgres://u@h/db?sslmode=require'],
+    ['postgres://u@h/db?fallback_application_name=app&x=%ZZ', 'postgres://u@h/db?fallback_application_name=app&x=%ZZ'],
+    ['postgres://u@h/db', 'postgres://u@h/db'],
+  ];
+  for (const [url, expected] of cases) t.equal(withoutApplicationName(url), expected, url);
+});
+
+t.test('a writer names its realm in 63 bytes, and only a writer name reads as a realm', async (t) => {
+  const realm = `sha256:${'0123456789abcdef'.repeat(4)}`;
+  const name = writerApplicationName(realm);
+  t.ok(Buffer.byteLength(name) <= 63, 'PostgreSQL keeps the whole name');
+  t.equal(writerRealm(name), realm);
+  for (const other of [null, undefined, '', 'ptah-executor', `${name}x`, name.slice(0, -1), name.replace('ptah-writer', 'ptah-reader')]) {
+    t.equal(writerRealm(other), undefined, `not a writer: ${String(other)}`);
   }
 });

@@ -39,6 +39,10 @@ const migration = (outcome: string, applied: number, error?: { code: string; mes
   applied: SEQUENCE.slice(0, applied).map((s, i) => ({ ...s, name: Object.keys(ARTIFACT_FILES)[i] })),
 });
 const failure = { code: 'statement_failed', message: 'boom' };
+// The executor's refusal when another realm holds the database writer lock: made before any write.
+const heldByOtherRealm = { code: 'database_held_by_other_realm', message: `the realm with coordination digest sha256:${'b'.repeat(64)} is writing` };
+const identity = { physicalIdentityDigest: `sha256:${'7'.repeat(64)}`, physicalIdentityKind: 'system-identifier' };
+const refusedApply = { command: 'apply', outcome: 'failed', statementsExecuted: 0, error: heldByOtherRealm, ...identity };
 
 interface Case {
   name: string;
@@ -75,10 +79,43 @@ const cases: Case[] = [
   },
   { name: 'an apply stopped at the deadline, report or not', operation: 'apply', run: run(REPORTS.apply, { exitCode: null, signal: 'SIGTERM', stoppedBy: 'deadline' }), code: RUNNER_ERROR.executionDeadlineReached, flags: [true, true], childExitCode: 143 },
   { name: 'a read-only run stopped on request', operation: 'observe', run: run(REPORTS.observe, { exitCode: null, signal: 'SIGKILL', stoppedBy: 'stop-request' }), code: RUNNER_ERROR.runnerTerminated, childExitCode: 137 },
+  {
+    name: 'an apply refused before any write changed nothing', operation: 'apply', run: run(refusedApply, { exitCode: 1 }),
+    code: 'database_held_by_other_realm', flags: [false, false], content: ['statementsExecuted', 'physicalIdentityDigest', 'physicalIdentityKind'],
+  },
+  {
+    name: 'another apply error that says nothing changed is still uncertain', operation: 'apply',
+    run: run({ ...refusedApply, error: { code: 'lock_timeout', message: 'm' } }, { exitCode: 1 }), code: 'lock_timeout', flags: [true, true],
+  },
+  {
+    name: 'a refusal before any write that ran a statement is not believed', operation: 'apply',
+    run: run({ ...refusedApply, statementsExecuted: 1 }, { exitCode: 1 }), code: RUNNER_ERROR.invalidReport, flags: [true, true], content: [],
+  },
+  {
+    name: 'a refusal before any write with an unknown outcome is not believed', operation: 'apply',
+    run: run({ ...refusedApply, outcome: 'unknown' }, { exitCode: 1 }), code: RUNNER_ERROR.invalidReport, flags: [true, true],
+  },
+  {
+    name: 'a refusal before any write from a stopped executor is uncertain', operation: 'apply',
+    run: run(refusedApply, { exitCode: null, signal: 'SIGTERM', stoppedBy: 'deadline' }), code: RUNNER_ERROR.executionDeadlineReached, flags: [true, true],
+  },
+  { name: 'a successful report carries the physical identity', operation: 'observe', run: run({ ...REPORTS.observe, ...identity }), code: undefined, content: ['dialect', 'drift', 'driftDigest', 'findings', 'actualStateFingerprint', 'physicalIdentityDigest', 'physicalIdentityKind'] },
+  { name: 'an error report carries it too', operation: 'migration-history', run: run({ command: 'migration-history', error: failure, ...identity }, { exitCode: 1 }), code: 'statement_failed', content: ['physicalIdentityDigest', 'physicalIdentityKind'] },
+  { name: 'a physical identity without its kind', operation: 'observe', run: run({ ...REPORTS.observe, physicalIdentityDigest: identity.physicalIdentityDigest }), code: RUNNER_ERROR.invalidReport, content: [] },
+  { name: 'a physical identity of an unknown kind', operation: 'plan', run: run({ ...REPORTS.plan, ...identity, physicalIdentityKind: 'hostname' }), code: RUNNER_ERROR.invalidReport, content: [] },
+  { name: 'a physical identity that is not a digest', operation: 'apply', run: run({ ...REPORTS.apply, ...identity, physicalIdentityDigest: 'db-1' }), code: RUNNER_ERROR.invalidReport, flags: [true, true] },
   { name: 'an executor that never started', operation: 'apply', run: run(undefined, { started: false, exitCode: null }), code: RUNNER_ERROR.executorStartFailed, flags: [false, false], childExitCode: -1 },
   { name: 'an applied migration run', operation: 'migration-apply', run: run(migration('applied', 2)), code: undefined, flags: [true, false], content: ['migrationRun'] },
   { name: 'an up-to-date migration run', operation: 'migration-apply', run: run(migration('up-to-date', 0)), code: undefined, flags: [false, false], content: ['migrationRun'] },
   { name: 'a failed migration run, whatever the exit', operation: 'migration-apply', run: run(migration('failed', 0, failure), { exitCode: 2 }), code: 'statement_failed', flags: [false, false], childExitCode: 2, content: ['migrationRun'] },
+  {
+    name: 'a migration run refused before any write', operation: 'migration-apply', run: run({ ...migration('failed', 0, heldByOtherRealm), ...identity }, { exitCode: 1 }),
+    code: 'database_held_by_other_realm', flags: [false, false], content: ['migrationRun', 'physicalIdentityDigest', 'physicalIdentityKind'],
+  },
+  {
+    name: 'a refusal before any write in a partial run is not believed', operation: 'migration-apply',
+    run: run(migration('partial', 1, heldByOtherRealm), { exitCode: 1 }), code: RUNNER_ERROR.invalidReport, flags: [true, true], content: [],
+  },
   { name: 'a partial migration run', operation: 'migration-apply', run: run(migration('partial', 1, failure), { exitCode: 1 }), code: 'statement_failed', flags: [true, true], content: ['migrationRun'] },
   { name: 'an unknown migration run', operation: 'migration-apply', run: run(migration('unknown', 0, failure), { exitCode: 1 }), code: 'statement_failed', flags: [true, true], content: ['migrationRun'] },
   { name: 'an applied report from a killed executor', operation: 'migration-apply', run: run(migration('applied', 2), { exitCode: null, signal: 'SIGKILL' }), code: undefined, flags: [true, false], childExitCode: 137 },

@@ -154,6 +154,17 @@ t.test('a runner of another protocol version is told apart from a malformed fram
 
 const apply = valid.apply;
 const migration = valid['migration-apply'];
+const identity = { physicalIdentityDigest: D('7'), physicalIdentityKind: 'system-identifier' } as const;
+const heldByOtherRealm = { code: 'database_held_by_other_realm', message: `the realm with coordination digest ${D('b')} is writing` };
+// The executor started and refused before its first write: nothing changed, so nothing started.
+const refusedApply: RunnerResult<'apply'> = {
+  ...bindings, operation: 'apply', childExitCode: 1, mutationStarted: false, uncertain: false, statementsExecuted: 0, error: heldByOtherRealm, ...identity,
+};
+const refusedMigration: RunnerResult<'migration-apply'> = {
+  ...bindings, operation: 'migration-apply', childExitCode: 1, mutationStarted: false, uncertain: false, error: heldByOtherRealm, ...identity,
+  migrationRun: { outcome: 'failed', applied: [], planned },
+};
+const refusedBeforeStart = { protocolVersion: 1, operation: 'apply', operationId: ID, childExitCode: -1, mutationStarted: false, uncertain: false, error: { code: 'invalid_plan', message: 'm' } };
 const invariantCases: [string, unknown, RegExp][] = [
   ['not an object', [], /the result is not a JSON object/],
   ['another protocol version', { ...apply, protocolVersion: 2 }, /protocolVersion is not 1/],
@@ -195,6 +206,16 @@ const invariantCases: [string, unknown, RegExp][] = [
   ['a plan whose count disagrees', { ...valid.plan, plan: { ...plan, statementCount: 2 }, planContentDigest: digest({ ...plan, statementCount: 2 }) }, /plan\.statementCount disagrees with plan\.statements/],
   ['an errored plan carrying a plan', { ...valid.plan, childExitCode: 1, error: { code: 'x', message: 'm' } }, /an errored plan result carries content only a successful one may/],
   ['a history without its fingerprint', { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, fingerprint: 'x' } }, /migrationHistory\.fingerprint is not a sha256: digest/],
+  ['a physical identity without its kind', { ...apply, physicalIdentityDigest: D('7') }, /physicalIdentityDigest and physicalIdentityKind come together/],
+  ['a physical identity kind without its digest', { ...valid.observe, physicalIdentityKind: 'system-identifier' }, /physicalIdentityDigest and physicalIdentityKind come together/],
+  ['a physical identity that is not a digest', { ...valid.plan, ...identity, physicalIdentityDigest: 'db-1' }, /physicalIdentityDigest is not a sha256: digest/],
+  ['a physical identity of an unknown kind', { ...valid['migration-history'], ...identity, physicalIdentityKind: 'hostname' }, /physicalIdentityKind is not a known kind/],
+  ['a physical identity although the executor never started', { ...refusedBeforeStart, ...identity }, /a physical identity although the executor never started/],
+  ['a refusal before any write that started mutating', { ...refusedApply, mutationStarted: true, uncertain: true }, /database_held_by_other_realm is a refusal before any write, so nothing may have started/],
+  ['a refusal before any write that ran a statement', { ...refusedApply, statementsExecuted: 1 }, /so no statement may have run/],
+  ['a refusal before any write in a partial migration run', { ...refusedMigration, mutationStarted: true, uncertain: true, migrationRun: { outcome: 'partial', applied: [applied[0]], planned } }, /database_held_by_other_realm is a refusal before any write/],
+  ['a refusal before any write without its migration run', { ...refusedMigration, migrationRun: undefined }, /database_held_by_other_realm needs a failed migration run/],
+  ['another started apply error that claims nothing changed', { ...refusedApply, error: { code: 'lock_timeout', message: 'm' } }, /mutationStarted disagrees with whether the executor started/],
 ];
 
 t.test('results that break an invariant are neither written nor read', async (t) => {
@@ -205,6 +226,13 @@ t.test('results that break an invariant are neither written nor read', async (t)
     frameError(t, () => parseResultFor(rawFrame(JSON.stringify(value)), operation, ID), 'malformed');
   }
   for (const [operation, result] of Object.entries(valid)) t.equal(resultProblem(result), undefined, `${operation}: the valid result has none`);
+  for (const [operation, result] of Object.entries(valid)) {
+    t.equal(resultProblem({ ...result, ...identity }), undefined, `${operation}: with the physical identity too`);
+  }
+  t.equal(resultProblem({ ...valid.observe, ...identity, physicalIdentityKind: 'server-address' }), undefined, 'the weaker kind is a kind');
+  t.equal(resultProblem(refusedApply), undefined, 'an apply refused before any write changed nothing');
+  t.equal(resultProblem(refusedMigration), undefined, 'so did a migration run refused before any write');
+  t.equal(resultProblem(refusedBeforeStart), undefined, 'a refusal before the start carries no physical identity');
   const refusal = { protocolVersion: 1, operation: 'apply', operationId: ID, childExitCode: -1, error: { code: 'runner_protocol_mismatch', message: 'm' } };
   t.equal(resultProblem(refusal), undefined, 'a refusal before the start needs no flags');
 });
@@ -236,11 +264,27 @@ t.test('summaries name their frame and round-trip', async (t) => {
   });
 });
 
+t.test('the physical identity and a refusal before any write travel in frame and summary', async (t) => {
+  for (const result of [{ ...valid.plan, ...identity }, refusedApply, refusedMigration] as RunnerResult[]) {
+    t.strictSame(parseResultFor(encodeFrame(result), result.operation, ID), result, `${result.operation}: parsed back`);
+    const summary = summaryFor(result);
+    t.equal(summary.physicalIdentityDigest, D('7'));
+    t.equal(summary.physicalIdentityKind, 'system-identifier');
+    t.strictSame(parseSummaryFor(encodeSummary(summary), result.operation, ID), summary, `${result.operation}: its summary too`);
+  }
+  t.same([summaryFor(refusedMigration).mutationStarted, summaryFor(refusedMigration).uncertain], [false, false]);
+  t.equal(summaryFor(valid.plan).physicalIdentityDigest, undefined, 'absent when the frame has none');
+  t.throws(() => encodeSummary({ ...summaryFor(refusedApply), mutationStarted: true, uncertain: true }), /refusal before any write/,
+    'a summary of a refusal before any write cannot say something started');
+  t.throws(() => encodeSummary({ ...summaryFor(refusedApply), physicalIdentityKind: undefined }), /come together/);
+});
+
 t.test('the largest possible summary fits its 2048 bytes', async (t) => {
   const long = (n: number) => `9${'9'.repeat(n - 1)}`;
   const summary: RunnerSummary = {
     protocolVersion: 1, operation: 'migration-apply', operationId: `A${'-'.repeat(255)}`, frameDigest: D('1'), mutationStarted: true,
     uncertain: true, errorCode: `e${'_'.repeat(63)}`, coordinationDigest: D('2'), targetIdentityDigest: D('3'),
+    physicalIdentityDigest: D('4'), physicalIdentityKind: 'system-identifier',
     migration: { outcome: 'partial', appliedCount: Number.MAX_SAFE_INTEGER, firstApplied: long(128), lastApplied: long(128) },
   };
   t.ok(Buffer.byteLength(encodeSummary(summary)) <= MAX_SUMMARY_BYTES);

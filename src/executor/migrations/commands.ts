@@ -1,4 +1,4 @@
-// `migration-history` and `migration-apply`. Apply holds the realm's advisory lock for the whole run, re-reads
+// `migration-history` and `migration-apply`. Apply holds the writer locks (writer-lock.ts) for the whole run, re-reads
 // the history under it and changes nothing unless the pending files are exactly the approved sequence on the
 // approved history; then each file commits together with its history row.
 import { readFileSync } from 'node:fs';
@@ -8,20 +8,20 @@ import type {
 } from '../../shared/executor-report.js';
 import { EXECUTOR_ENV } from '../../shared/runner-env.js';
 import { HISTORY_TABLE, ensureBookkeeping } from '../bookkeeping.js';
-import {
-  acquireRealmLock, connect, describeSqlError, disconnect, failureCode, isStatementError, sqlErrorLine, withReadOnlySnapshot, type Db,
-} from '../db.js';
+import { describeSqlError, disconnect, failureCode, isStatementError, sqlErrorLine, withReadOnlySnapshot, type Db } from '../db.js';
 import { lockTimeoutMs, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
+import { connectTarget, type CommandContext } from '../physical-identity.js';
 import { splitSqlStatements } from '../sql-split.js';
+import { acquireWriterLocks, connectWriter } from '../writer-lock.js';
 import { assertNoTransactionControl, readMigrationSources, type MigrationSource } from './files.js';
 import { computeHistory, pendingSources, readHistoryRows, toMigrationFile } from './history.js';
 
 type ApprovedStep = { version: string; checksum: string };
 
-export async function migrationHistory(env: Env): Promise<MigrationHistoryReport> {
+export async function migrationHistory(env: Env, context: CommandContext): Promise<MigrationHistoryReport> {
   const sources = readMigrationSources(requireEnv(env, 'artifactDir'));
-  const client = await connect(requireEnv(env, 'dbUrl'), 'target');
+  const client = await connectTarget(requireEnv(env, 'dbUrl'), context);
   try {
     const rows = await withReadOnlySnapshot(client, () => readHistoryRows(client));
     return { command: 'migration-history', history: computeHistory(sources, rows) };
@@ -30,7 +30,7 @@ export async function migrationHistory(env: Env): Promise<MigrationHistoryReport
   }
 }
 
-export async function migrationApply(env: Env): Promise<MigrationRunReport> {
+export async function migrationApply(env: Env, context: CommandContext): Promise<MigrationRunReport> {
   const planned = readApprovedSequence(requireEnv(env, 'expectedSequenceFile'));
   const report: Reporter = (outcome, applied, error, failedVersion) =>
     ({ command: 'migration-apply', outcome, applied, planned, ...(error ? { error } : {}), ...(failedVersion ? { failedVersion } : {}) });
@@ -46,7 +46,7 @@ export async function migrationApply(env: Env): Promise<MigrationRunReport> {
   };
   // Everything that throws below happens before the first file starts, so a thrown failure changed nothing.
   try {
-    return await applyUnderLock(run);
+    return await applyUnderLock(run, context);
   } catch (err) {
     return report('failed', [], (err instanceof ExecutorFailure ? err
       : new ExecutorFailure(failureCode(err, 'database_error'), `the run failed before applying anything: ${errorMessage(err)}`)).toReport());
@@ -66,11 +66,11 @@ interface ApplyRun {
   report: Reporter;
 }
 
-async function applyUnderLock(run: ApplyRun): Promise<MigrationRunReport> {
+async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<MigrationRunReport> {
   const { operationId, sources, report } = run;
-  const client = await connect(run.dbUrl, 'target');
+  const client = await connectWriter(run.dbUrl, run.coordinationDigest, context);
   try {
-    const lock = await acquireRealmLock(client, run.coordinationDigest, run.timeoutMs);
+    const lock = await acquireWriterLocks(client, run.coordinationDigest, run.timeoutMs);
     try {
       const rows = await readHistoryRows(client);
       const pending = pendingSources(sources, rows);

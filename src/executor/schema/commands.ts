@@ -4,9 +4,11 @@ import { digest, isDigest } from '../../shared/canonical.js';
 import type { ApplyReport, ObserveReport, PlanReport, SchemaPlanDocument } from '../../shared/executor-report.js';
 import { EXECUTOR_ENV } from '../../shared/runner-env.js';
 import { SCHEMA_APPLIES_TABLE, ensureBookkeeping } from '../bookkeeping.js';
-import { acquireRealmLock, connect, disconnect, failureCode, isStatementError, qualifyNames, withReadOnlySnapshot, type Db } from '../db.js';
+import { disconnect, failureCode, isStatementError, qualifyNames, withReadOnlySnapshot, type Db } from '../db.js';
 import { lockTimeoutMs, optionalEnv, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
+import { connectTarget, type CommandContext } from '../physical-identity.js';
+import { acquireWriterLocks, connectWriter } from '../writer-lock.js';
 import { diffModels, summarizeDrift } from './diff.js';
 import { MANAGED_NAMESPACE, introspect } from './introspect.js';
 import { stateFingerprint, type SchemaModel } from './model.js';
@@ -22,10 +24,10 @@ interface Comparison {
 }
 
 /** Reads the target (refusing what it cannot model) and the desired schema, then hands both to `fn`. */
-async function compare<T>(env: Env, fn: (c: Comparison, scratch: Db) => Promise<T>): Promise<T> {
+async function compare<T>(env: Env, context: CommandContext, fn: (c: Comparison, scratch: Db) => Promise<T>): Promise<T> {
   const desiredSource = readDesiredSchema(requireEnv(env, 'artifactDir'));
   const targetUrl = requireEnv(env, 'dbUrl');
-  const target = await connect(targetUrl, 'target');
+  const target = await connectTarget(targetUrl, context);
   try {
     const actual = await withReadOnlySnapshot(target, () => readTarget(target));
     return await withScratch(target, targetUrl, optionalEnv(env, 'devUrl'), async (scratch) =>
@@ -40,8 +42,8 @@ async function readTarget(target: Db): Promise<SchemaModel> {
   return introspect(target);
 }
 
-export async function observe(env: Env): Promise<ObserveReport> {
-  return compare(env, async ({ actual, desired }) => {
+export async function observe(env: Env, context: CommandContext): Promise<ObserveReport> {
+  return compare(env, context, async ({ actual, desired }) => {
     const drift = summarizeDrift(diffModels(actual, desired));
     return {
       command: 'observe',
@@ -54,8 +56,8 @@ export async function observe(env: Env): Promise<ObserveReport> {
   });
 }
 
-export async function plan(env: Env): Promise<PlanReport> {
-  return compare(env, async ({ actual, desired, desiredSource }, scratch) => {
+export async function plan(env: Env, context: CommandContext): Promise<PlanReport> {
+  return compare(env, context, async ({ actual, desired, desiredSource }, scratch) => {
     const actualStateFingerprint = stateFingerprint(actual);
     const planned = planStatements(actual, desired);
     if (planned.length === 0) return { command: 'plan', outcome: 'NoChanges', actualStateFingerprint };
@@ -95,11 +97,11 @@ export function planDocument(planned: readonly PlannedStatement[], actualStateFi
 }
 
 /**
- * Executes exactly the plan's statements under the realm's advisory lock, only if the target still reads as
+ * Executes exactly the plan's statements under the writer locks (writer-lock.ts), only if the target still reads as
  * the plan found it, and keeps them only if it then reads as the plan promised: in one transaction, or, for a
  * plan of concurrent index builds, one statement at a time, dropping every index it built if any fails.
  */
-export async function apply(env: Env): Promise<ApplyReport> {
+export async function apply(env: Env, context: CommandContext): Promise<ApplyReport> {
   const operationId = requireOperationId(env);
   const coordinationDigest = requireDigestEnv(env, 'coordinationDigest');
   const timeoutMs = lockTimeoutMs(env);
@@ -125,9 +127,9 @@ export async function apply(env: Env): Promise<ApplyReport> {
   };
   const notConverged = (what: string) => new ExecutorFailure('convergence_failed', `after the plan ran, the target does not read as the desired schema; ${what}`);
 
-  const target = await connect(requireEnv(env, 'dbUrl'), 'target');
+  const target = await connectWriter(requireEnv(env, 'dbUrl'), coordinationDigest, context);
   try {
-    const lock = await acquireRealmLock(target, coordinationDigest, timeoutMs);
+    const lock = await acquireWriterLocks(target, coordinationDigest, timeoutMs);
     try {
       if (!document.transactional) {
         return await applyConcurrently(target, document, { run, record, refuseMoved, notConverged, failed, executed: () => statementsExecuted, planContentDigest });
