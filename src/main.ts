@@ -5,6 +5,7 @@ import { ensureDevCertificates } from '../certs/generate.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { startController, type ManagerHandle } from './controller/manager.js';
 import { registerMigrationController } from './controller/migration/register.js';
+import { registerSchemaController } from './controller/schema/register.js';
 import { systemClock } from './shared/clock.js';
 import { restClient } from './shared/kube-client.js';
 import { createUncachedReader, loadKubeConfig } from './shared/kube.js';
@@ -70,9 +71,9 @@ async function main(): Promise<void> {
 
   // The controller starts after the webhook listens, so the writes the elected leader makes meet a serving webhook.
   if (config.leaderElection) {
-    registerMigrationController({
-      manager: { controllerImage: config.controllerImage, controllerRevision: config.revision, runnerImage: config.runnerImage },
-    });
+    const manager = { controllerImage: config.controllerImage, controllerRevision: config.revision, runnerImage: config.runnerImage };
+    registerSchemaController({ manager });
+    registerMigrationController({ manager });
     try {
       controller = startController({
         kubeConfig,

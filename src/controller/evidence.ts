@@ -3,12 +3,14 @@
 // terminated, bound to the operation ID. A frame that may still be on its way gets 30 seconds from the Job's
 // terminal condition.
 import type { V1ContainerStateTerminated, V1Job, V1Pod } from '@kubernetes/client-node';
-import type { ActiveOperation } from '../shared/api/shapes.js';
+import type { ActiveOperation, ManagerRecord } from '../shared/api/shapes.js';
+import { recordedManager } from '../shared/job/rebuild.js';
 import { RUNNER_CONTAINER } from '../shared/job/build.js';
 import { JOB_ANNOTATIONS } from '../shared/job/metadata.js';
 import { isNotFound } from '../shared/kube-client.js';
 import { podEnvelopeVerdict } from '../shared/pod-envelope.js';
-import { MAX_RESULT_LOG_BYTES, mayStillArrive } from '../shared/runner-protocol.js';
+import { FrameError, MAX_RESULT_LOG_BYTES, mayStillArrive, parseResultFor, type RunnerResult } from '../shared/runner-protocol.js';
+import type { RunnerOperation } from '../shared/runner-env.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
 
 type AnyPass = OwnerPass<OwnerResource>;
@@ -103,4 +105,38 @@ export function awaitFrameArrival(pass: AnyPass, job: V1Job, parseError: unknown
   if (!mayStillArrive(parseError)) return undefined;
   const elapsed = msSinceTerminal(job, pass.now());
   return elapsed < FRAME_ARRIVAL_WINDOW_MS ? Math.min(2_000, FRAME_ARRIVAL_WINDOW_MS - elapsed) : undefined;
+}
+
+/** Which manager release dispatched the run, as the Job recorded it (absent when no Job was read). */
+export function dispatchedBy(job: V1Job | undefined): { dispatchedBy?: ManagerRecord } {
+  const recorded = recordedManager(job);
+  return recorded ? { dispatchedBy: recorded } : {};
+}
+
+export type FrameRead<O extends RunnerOperation> =
+  | { kind: 'frame'; result: RunnerResult<O> }
+  /** No frame: why, and what a stand-in may read instead (the runner's terminated state and the log, if any). */
+  | { kind: 'none'; why: string; terminated?: V1ContainerStateTerminated; log?: string }
+  | { kind: 'wait'; ms: number; why: string };
+
+/** The operation's result frame, from the one Pod the envelope accepts; or why there is none; or how long to wait for it. */
+export async function readOperationFrame<O extends RunnerOperation>(pass: AnyPass, claim: ActiveOperation, job: V1Job, operation: O): Promise<FrameRead<O>> {
+  const evidence = await collectTerminalPodEvidence(pass, claim, job);
+  if (evidence.kind === 'wait') return { kind: 'wait', ms: 2_000, why: evidence.why };
+  if (evidence.kind === 'none') return { kind: 'none', why: evidence.why };
+  const log = await readRunnerLog(pass, claim, evidence.pod);
+  if (log.kind === 'retry') return { kind: 'wait', ms: 5_000, why: `the result could not be read yet: ${log.why}` };
+  const text = log.kind === 'log' ? log.text : undefined;
+  let why = 'the Pod\'s log is gone';
+  if (text !== undefined) {
+    try {
+      return { kind: 'frame', result: parseResultFor(text, operation, claim.id) };
+    } catch (e) {
+      if (!(e instanceof FrameError)) throw e;
+      const wait = awaitFrameArrival(pass, job, e);
+      if (wait !== undefined) return { kind: 'wait', ms: wait, why: 'the result frame may still arrive' };
+      why = e.foreignProtocolVersion !== undefined ? `the runner speaks protocol ${e.foreignProtocolVersion}, not this manager's` : `no result frame: ${e.message}`;
+    }
+  }
+  return { kind: 'none', why, terminated: evidence.terminated, ...(text !== undefined ? { log: text } : {}) };
 }

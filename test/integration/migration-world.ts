@@ -3,16 +3,11 @@
 // controller itself, run by the controller manager (leader election and all) on the manager's credentials; a fresh
 // PostgreSQL database; and a record of every Job ever created in the namespace. Jobs run the real runner and
 // executor through the fake kubelet.
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { Test } from 'tap';
 import type { V1ConfigMap, V1Job, V1Lease, V1Secret } from '@kubernetes/client-node';
 import pg from 'pg';
-import { pino, type Logger } from 'pino';
-import { parseAllDocuments } from 'yaml';
+import { pino } from 'pino';
 import type { MigrationDeps, MigrationManagerIdentity } from '../../src/controller/migration/context.js';
 import { reconcileMigration } from '../../src/controller/migration/reconcile.js';
 import { CONTROLLER_STATE_VERSION, migrationControllerRegistration, type MigrationControllerOptions } from '../../src/controller/migration/register.js';
@@ -21,25 +16,22 @@ import { startController, type ManagerHandle } from '../../src/controller/manage
 import { Informer } from '../../src/controller/informer.js';
 import type { DispatchOrder } from '../../src/shared/lifecycle/dispatch.js';
 import type { PtahMigration, PtahMigrationApproval, PtahMigrationPlan, PtahMigrationRunAcknowledgment } from '../../src/shared/api/migration-kinds.js';
-import { API_VERSION, GROUP, KINDS } from '../../src/shared/api/names.js';
+import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { ApplyPolicy } from '../../src/shared/api/shapes.js';
 import { systemClock } from '../../src/shared/clock.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
 import { RUNNER_PROTOCOL_VERSION } from '../../src/shared/runner-protocol.js';
 import { LEASE_EPOCH_ANNOTATION, TargetLock } from '../../src/shared/targetlock.js';
 import { restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
-import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../harness/cluster.js';
-import { buildOrLocateBinaries } from '../harness/controlplane.js';
+import { bindApprovers, sharedCluster, testNamespace } from '../harness/cluster.js';
 import { RUNNER_IMAGE } from '../harness/kubelet/images.js';
-import { applyManifestFile } from '../harness/manifests.js';
-import { REPO_ROOT } from '../harness/paths.js';
 import { createTestDatabase, sharedPostgresUrl, type TestDatabase } from '../harness/postgres.js';
 import { sleep, waitFor } from '../harness/wait.js';
 import { startManagerService } from './manager-service.js';
+import { FIELD_MANAGER, installOperator, sampleObjects, sampleOf, testLogger } from './operator-install.js';
 import { jobRef as jobRefOf, sleepingSessions, type RunningApply } from './slow-apply.js';
 
 const cluster = sharedCluster();
-const FIELD_MANAGER = 'ptah-migration-test';
 export const SAMPLE = 'examples/ptahmigration-orders.yaml';
 /** The manager release the controller believes it is; its runner image is the one the fake kubelet runs. */
 export const MANAGER = { controllerImage: 'localhost/ptah-operator:test', controllerRevision: 'migration-test', runnerImage: RUNNER_IMAGE };
@@ -103,52 +95,15 @@ export interface CreateMigration {
   lockTimeout?: string;
 }
 
-let installed: Promise<void> | undefined;
-
-/**
- * CRDs (waited until Established), the manager's RBAC and the status-write policy, once per test process. The CRDs
- * go through kubectl: client-node's typed serializer drops `default`, `enum` and `x-kubernetes-validations` from a
- * plain schema, and the controller depends on the defaults the API server fills in.
- */
-function installOperator(): Promise<void> {
-  installed ??= (async () => {
-    const kc = cluster.kubeConfig('admin');
-    const kubectl = join(process.env.PTAH_CONTROLPLANE_BIN ?? (await buildOrLocateBinaries()), 'kubectl');
-    await promisify(execFile)(kubectl, ['--kubeconfig', cluster.state.kubeconfigs.admin, 'apply', '--server-side', '--force-conflicts',
-      '--field-manager', FIELD_MANAGER, '-f', join(REPO_ROOT, 'manifests/crds')], { timeout: 120_000 });
-    const files = (await readdir(join(REPO_ROOT, 'manifests/crds'))).filter((f) => f.endsWith('.yaml'));
-    const names = files.map((f) => `${f.replace(/\.yaml$/, '')}.${GROUP}`);
-    await applyManifestFile(kc, 'manifests/rbac.yaml');
-    await applyManifestFile(kc, 'manifests/status-write-policy.yaml');
-    await waitForCrdsEstablished(names);
-  })();
-  return installed;
-}
-
-async function sampleObjects(): Promise<KubeObject[]> {
-  return parseAllDocuments(await readFile(join(REPO_ROOT, SAMPLE), 'utf8')).map((doc) => doc.toJS() as KubeObject).filter(Boolean);
-}
-
-function sampleOf<T extends KubeObject>(objects: KubeObject[], kind: string, name?: string): T {
-  const found = objects.find((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
-  if (!found) throw new Error(`${SAMPLE} holds no ${kind}${name ? ` ${name}` : ''}`);
-  return structuredClone(found) as T;
-}
-
-function logger(): Logger {
-  const file = process.env.PTAH_MIGRATION_TEST_LOG;
-  return file ? pino({ level: 'debug' }, pino.destination({ dest: file, append: true, sync: true })) : pino({ level: 'silent' });
-}
-
 export async function migrationWorld(t: Test): Promise<MigrationWorld> {
   await installOperator();
   const as = (identity: 'admin' | 'manager' | 'approver') => restClient(cluster.kubeConfig(identity), { fieldManager: FIELD_MANAGER });
   const [admin, managerClient, approver] = await Promise.all([as('admin'), as('manager'), as('approver')]);
   const ns = await testNamespace(t);
   await bindApprovers(ns);
-  const log = logger().child({ test: t.name, ns });
+  const log = testLogger().child({ test: t.name, ns });
   const service = await startManagerService({ namespace: ns });
-  const samples = await sampleObjects();
+  const samples = await sampleObjects(SAMPLE);
   const databases: TestDatabase[] = [];
 
   const jobsSeen = new Map<string, V1Job>();
@@ -337,7 +292,7 @@ export async function runningApply(w: MigrationWorld, db: TestDatabase, name: st
 }
 
 /** Who holds the realm Lease `name`, and under which epoch ([undefined, undefined] when there is no Lease). */
-export async function leaseHolding(w: MigrationWorld, name: string): Promise<[string | undefined, string | undefined]> {
+export async function leaseHolding(w: Pick<MigrationWorld, 'admin' | 'ns'>, name: string): Promise<[string | undefined, string | undefined]> {
   const lease = await w.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: w.ns, name });
   return [lease?.spec?.holderIdentity, lease?.metadata?.annotations?.[LEASE_EPOCH_ANNOTATION]];
 }
@@ -345,13 +300,13 @@ export async function leaseHolding(w: MigrationWorld, name: string): Promise<[st
 export type RecordedEvent = KubeObject & { type?: string; reason?: string; note?: string; eventTime?: string; regarding?: { uid?: string; kind?: string } };
 
 /** The Events the controller recorded about the object with `uid`, with `reason`. */
-export async function eventsAbout(w: MigrationWorld, uid: string, reason: string): Promise<RecordedEvent[]> {
+export async function eventsAbout(w: Pick<MigrationWorld, 'admin' | 'ns'>, uid: string, reason: string): Promise<RecordedEvent[]> {
   const events = await w.admin.list<RecordedEvent>('events.k8s.io/v1', 'Event', w.ns);
   return events.filter((e) => e.regarding?.uid === uid && e.reason === reason);
 }
 
 /** Waits for an Event about `uid` with `reason` whose note matches `note`. */
-export async function eventAbout(w: MigrationWorld, uid: string, reason: string, note: RegExp | string): Promise<RecordedEvent> {
+export async function eventAbout(w: Pick<MigrationWorld, 'admin' | 'ns'>, uid: string, reason: string, note: RegExp | string): Promise<RecordedEvent> {
   return waitFor(async () => (await eventsAbout(w, uid, reason)).find((e) => (typeof note === 'string' ? e.note?.includes(note) : note.test(e.note ?? ''))),
     { what: `a ${reason} Event matching ${String(note)}`, timeoutMs: 30_000 });
 }

@@ -4,12 +4,12 @@
 // held to the claim) and harvested when its Job is terminal. A mutating claim's missing Job is an unknown outcome
 // and is never created again.
 import type { V1Job } from '@kubernetes/client-node';
-import { API_VERSION, KINDS } from '../../shared/api/names.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
 import type { PtahMigration, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
-import { ApprovalGoneError, approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
+import { approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
+import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
 import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
@@ -39,8 +39,8 @@ export async function reconcileActiveMigration(pass: MigrationPass, claim: Activ
   }
   const mutating = operation.mutating;
   if (mutating && mayHaveDispatched(claim)) {
-    const renewed = await acquireMigrationApplyLock(pass, claim);
-    if (renewed) return renewed;
+    const lost = await renewDispatchedApplyLock(pass, claim, (fields) => writeClaimFields(pass, claim.id, fields));
+    if (lost) return endPass(lost);
   }
   if (!claim.jobUID) {
     const found = await pass.readJob(claim.jobName);
@@ -79,39 +79,6 @@ async function adoptMigrationJob(pass: MigrationPass, claim: ActiveOperation, jo
   const moved = held.inputsHold ? '' : `; its inputs moved (${held.why}), so its result will not be read`;
   pass.event('Normal', 'OperationAdopted', `Job ${claim.jobName} (${claim.type}) was adopted by UID${moved}`, 'Dispatch');
   return endPass('Job adopted');
-}
-
-/**
- * Every pass of a dispatched Apply takes its Lease again under the epoch the claim recorded (the seed's
- * acquireMigrationApplyLock once dispatched; before that, the shared dispatch sequence's lease step takes it). An
- * epoch that changed, or a realm someone else holds, is continuity loss: latched, and the run is then unreadable
- * rather than retryable. Returns the end of the pass when it wrote.
- */
-async function acquireMigrationApplyLock(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd | undefined> {
-  if (!claim.coordinationDigest || !claim.leaseDurationSeconds) {
-    // A dispatched Apply that records no realm or Lease duration cannot show it held the realm throughout.
-    if (claim.leaseContinuityLost) return undefined;
-    await writeClaimFields(pass, claim.id, { leaseContinuityLost: true });
-    pass.event('Warning', 'LeaseContinuityLost', `operation ${claim.id} was dispatched without a realm or Lease duration on record; its result will not be trusted`);
-    return endPass('Lease continuity lost');
-  }
-  const result = await pass.lock.acquire({
-    coordinationDigest: claim.coordinationDigest,
-    holder: { resourceUid: pass.uid, operationId: claim.id },
-    durationSeconds: claim.leaseDurationSeconds,
-    expectedEpoch: claim.leaseEpoch,
-  });
-  if (result.kind === 'acquired' && result.continuous) return undefined;
-  if (result.kind === 'acquired') {
-    // Hold the new epoch so the eventual release hands back what this resource holds now.
-    await writeClaimFields(pass, claim.id, { leaseEpoch: result.epoch, leaseContinuityLost: true });
-  } else if (claim.leaseContinuityLost) {
-    return undefined;
-  } else {
-    await writeClaimFields(pass, claim.id, { leaseContinuityLost: true });
-  }
-  pass.event('Warning', 'LeaseContinuityLost', `the realm Lease of operation ${claim.id} changed hands while its Job was dispatched; its result will not be trusted`);
-  return endPass('Lease continuity lost');
 }
 
 async function superviseMigrationJob(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd> {
@@ -163,64 +130,33 @@ async function dispatchMigrationClaim(pass: MigrationPass, claim: ActiveOperatio
 
 /** The migration's side of the shared dispatch sequence. */
 function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): DispatchFamily {
-  const id = claim.id;
   let plan: PtahMigrationPlan | undefined;
-  const current = (): ActiveOperation => {
-    const now = pass.claim;
-    if (!now || now.id !== id) throw new DispatchRefused(`the claim ${id} is no longer in flight`);
-    return now;
-  };
-  const owner = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: pass.namespace, name: pass.name, uid: pass.uid };
-  const discard = async (reason: string, message: string) => {
-    await retireMigrationClaim(pass, {
+  return familyDispatch(pass, claim, {
+    family: 'migration',
+    operation: migrationOperation(claim.type),
+    authorize: async (now) => {
+      const verdict = await authorizeMigrationClaim(pass, now);
+      if (verdict.ok && now.type === 'Apply') plan = (await claimPlan(pass, now)) ?? plan;
+      return verdict;
+    },
+    // A migration plan carries no SQL: the Apply reads the files from its verified artifact, so nothing is staged.
+    buildJob: async (now, snapshot) => {
+      if (now.type === 'Apply') plan ??= await claimPlan(pass, now);
+      return rebuildMigrationJob(pass, { ...now, admissionSnapshot: snapshot }, plan);
+    },
+    consume: (now) => consumeMigrationApproval(pass, now),
+    withdraw: (reason, message) => retireMigrationClaim(pass, {
       disposition: 'discard',
       why: reason,
       record: (status) => {
         status.nextReconciliationTime = pass.nowIso();
       },
       report: { phase: 'Pending', reason, message },
-    });
-    pass.event('Warning', 'ClaimWithdrawn', `operation ${id} (${claim.type}) is withdrawn before dispatch: ${message}`, 'Dispatch');
-  };
-  return {
-    family: 'migration',
-    owner,
-    get claim() {
-      return current();
-    },
-    operation: migrationOperation(claim.type),
-    authorize: async () => {
-      const verdict = await authorizeMigrationClaim(pass, current());
-      if (verdict.ok && claim.type === 'Apply') plan = (await claimPlan(pass, current())) ?? plan;
-      return verdict;
-    },
-    retireUnauthorized: ({ reason, message }) => discard(reason, message),
-    stage: async () => true, // A migration plan carries no SQL: the Apply reads the files from its verified artifact.
-    buildJob: async (snapshot) => {
-      const now = current();
-      if (now.type === 'Apply') plan ??= await claimPlan(pass, now);
-      return rebuildMigrationJob(pass, { ...now, admissionSnapshot: snapshot }, plan);
-    },
-    consumeApproval: async () => {
-      try {
-        await consumeMigrationApproval(pass, current());
-        return true;
-      } catch (e) {
-        if (!(e instanceof ApprovalGoneError)) throw e;
-        await discard('ApprovalWithdrawn', e.message);
-        return false;
-      }
-    },
-    writeClaim: (fields) => writeClaimFields(pass, id, fields),
+    }),
+    writeClaim: (id, fields) => writeClaimFields(pass, id, fields),
     finishUncertain: (reason, message) => finishUncertainMigrationApply(pass, { reason, message }),
-    retryReadOnly: async (why) => {
-      await retryMigrationReading(pass, why);
-    },
-    announceStarted: (job) => {
-      pass.event('Normal', 'OperationStarted', `${claim.type} operation ${id} dispatched as Job ${job.metadata?.name} (uid ${job.metadata?.uid})`, 'Dispatch');
-    },
-    warn: (reason, message) => pass.event('Warning', reason, message, 'Dispatch'),
-  };
+    retryReadOnly: (why) => retryMigrationReading(pass, why),
+  });
 }
 
 /**

@@ -7,47 +7,29 @@ import type { LastRunOutcome, MigrationHistoryStatus, PtahMigrationPlan, PtahMig
 import { parseDuration } from '../../shared/api/duration.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import type { MigrationHistory, MigrationRunOutcome } from '../../shared/executor-report.js';
-import { FrameError, parseResultFor, RUNNER_ERROR, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
+import { RUNNER_ERROR, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
 import type { RunnerOperation } from '../../shared/runner-env.js';
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
-import { awaitFrameArrival, collectTerminalPodEvidence, readRunnerLog } from '../evidence.js';
+import { readOperationFrame, type FrameRead } from '../evidence.js';
 import { terminationSummaryStandIn } from './evidence.js';
 import { currentVersionOf, migrationPlanFor, publishMigrationPlan, PlanError } from './plan.js';
 import { retireMigrationClaim } from './retire.js';
 import type { Report } from './status.js';
-import { dispatchedBy, finishUncertainMigrationApply } from './uncertain.js';
+import { dispatchedBy } from '../evidence.js';
+import { finishUncertainMigrationApply } from './uncertain.js';
 import { migrationUnresolvedRunSettledBy, unresolvedMessage } from './unresolved.js';
 
 const MAX_MESSAGE = 1024;
 
-type ResultRead<O extends RunnerOperation> =
-  | { kind: 'frame'; result: RunnerResult<O> }
-  | { kind: 'summary'; summary: RunnerSummary }
-  | { kind: 'none'; why: string }
-  | { kind: 'wait'; ms: number; why: string };
+type ResultRead<O extends RunnerOperation> = FrameRead<O> | { kind: 'summary'; summary: RunnerSummary };
 
-/** The operation's result, from the one Pod the envelope accepts; or why there is none; or how long to wait for it. */
+/** The operation's result: its frame, or for an Apply whose log holds none, its runner's termination summary. */
 async function readOperationResult<O extends RunnerOperation>(pass: MigrationPass, claim: ActiveOperation, job: V1Job, operation: O): Promise<ResultRead<O>> {
-  const evidence = await collectTerminalPodEvidence(pass, claim, job);
-  if (evidence.kind === 'wait') return { kind: 'wait', ms: 2_000, why: evidence.why };
-  if (evidence.kind === 'none') return { kind: 'none', why: evidence.why };
-  const log = await readRunnerLog(pass, claim, evidence.pod);
-  if (log.kind === 'retry') return { kind: 'wait', ms: 5_000, why: `the result could not be read yet: ${log.why}` };
-  const text = log.kind === 'log' ? log.text : undefined;
-  let why = 'the Pod\'s log is gone';
-  if (text !== undefined) {
-    try {
-      return { kind: 'frame', result: parseResultFor(text, operation, claim.id) };
-    } catch (e) {
-      if (!(e instanceof FrameError)) throw e;
-      const wait = awaitFrameArrival(pass, job, e);
-      if (wait !== undefined) return { kind: 'wait', ms: wait, why: 'the result frame may still arrive' };
-      why = e.foreignProtocolVersion !== undefined ? `the runner speaks protocol ${e.foreignProtocolVersion}, not this manager's` : `no result frame: ${e.message}`;
-    }
-  }
-  const summary = terminationSummaryStandIn(pass, claim, evidence.terminated, text);
-  return summary ? { kind: 'summary', summary } : { kind: 'none', why };
+  const read = await readOperationFrame(pass, claim, job, operation);
+  if (read.kind !== 'none' || !read.terminated) return read;
+  const summary = terminationSummaryStandIn(pass, claim, read.terminated, read.log);
+  return summary ? { kind: 'summary', summary } : read;
 }
 
 /** What an Apply run says it did, from its frame or its summary. */

@@ -2,11 +2,10 @@
 // and the realm goes back only when nothing the claim dispatched can still write.
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { UnresolvedOutcome } from '../../shared/api/migration-kinds.js';
-import type { ActiveOperation, ManagerRecord } from '../../shared/api/shapes.js';
+import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { JOB_ANNOTATIONS } from '../../shared/job/metadata.js';
-import { recordedManager } from '../../shared/job/rebuild.js';
 import type { MigrationPass } from './context.js';
-import { isJobTerminal } from '../evidence.js';
+import { dispatchedBy, isJobTerminal } from '../evidence.js';
 import { recordUnresolvedMigrationRun } from './unresolved.js';
 
 function podStopped(pod: V1Pod): boolean {
@@ -81,10 +80,4 @@ export async function finishUncertainMigrationApply(pass: MigrationPass, uncerta
   if (mayStillWrite) {
     pass.event('Warning', 'TargetLockReleaseOwed', `Job ${claim.jobName} or its Pod may still be writing, so the realm Lease is left to expire (${claim.leaseDurationSeconds ?? '?'} s after its last renewal) instead of being released`);
   }
-}
-
-/** Which manager release dispatched the run, as the Job recorded it (absent when no Job was read). */
-export function dispatchedBy(job: V1Job | undefined): { dispatchedBy?: ManagerRecord } {
-  const recorded = recordedManager(job);
-  return recorded ? { dispatchedBy: recorded } : {};
 }

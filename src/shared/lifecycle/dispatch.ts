@@ -139,7 +139,8 @@ async function leaseStep(family: DispatchFamily, deps: DispatchDeps): Promise<St
   }
   const result = await deps.lock.acquire({
     coordinationDigest: claim.coordinationDigest,
-    holder: { resourceUid: owner.uid, operationId: claim.id },
+    // A reading that proves a schema Apply runs under the Apply's holding, never a holding of its own.
+    holder: { resourceUid: owner.uid, operationId: claim.proofOf ?? claim.id },
     durationSeconds: claim.leaseDurationSeconds,
     expectedEpoch: claim.leaseEpoch,
   });

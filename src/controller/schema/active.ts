@@ -1,0 +1,271 @@
+// The claim in flight (the seed's reconcileActive): a claim whose Job does not exist yet goes through the shared
+// dispatch sequence, whose stage step projects an Apply's plan; a Job found under the reserved name with no UID
+// recorded is adopted once jobclaim.match holds it to the claim; a dispatched claim is supervised on every pass
+// (rebound by UID, its Lease renewed, its Job held to the claim) and harvested when its Job is terminal. A
+// mutating claim's missing Job is an unknown outcome and is never created again. A reading that carries out a
+// proof renews the proof's Lease first: a proof whose Lease changed hands proves nothing.
+import type { V1Job } from '@kubernetes/client-node';
+import type { PtahSchema, PtahSchemaPlan } from '../../shared/api/schema-kinds.js';
+import type { ActiveOperation } from '../../shared/api/shapes.js';
+import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
+import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
+import { isJobTerminal } from '../evidence.js';
+import { consumeSchemaApproval, markSchemaPlanApprovalsStale, schemaApprovalStillAuthorizes } from './approval.js';
+import { retrySchemaReading } from './claim.js';
+import { endPass, operationOf, servesProof, type PassEnd, type SchemaPass } from './context.js';
+import { harvestSchemaApply, harvestSchemaObserve, harvestSchemaPlan } from './harvest.js';
+import { claimPlan, holdSchemaJobToItsClaim, rebuildSchemaJob, schemaClaimInputsHold } from './job.js';
+import { currentSchemaPlan, ProjectionConflict, projectPlan } from './plan.js';
+import { planPolicy } from './policy.js';
+import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive } from './proof.js';
+import { retireSchemaClaim } from './retire.js';
+import { publishSchemaReport, writeSchemaClaimFields, type Report } from './status.js';
+
+/** How often a running Job is looked at: well inside the shortest Lease. */
+const SUPERVISE_EVERY_MS = 5_000;
+/** A realm another claimant holds is looked at again this often: its release wakes nothing here. */
+const DISPATCH_POLL_MS = 5_000;
+/** A claim the driver refused is a defect no retry can mend: looked at again this often. */
+const REFUSED_CLAIM_RETRY_MS = 60_000;
+
+const runningReport = (claim: ActiveOperation, proving: boolean): Report => proving
+  ? { phase: 'VerifyingConvergence', reason: 'VerifyingConvergence', message: `the proof's ${claim.type} is running in Job ${claim.jobName}` }
+  : claim.type === 'Apply'
+    ? { phase: 'Applying', reason: 'ApprovedPlan', message: `operation ${claim.id} is running in Job ${claim.jobName}` }
+    : { phase: claim.type === 'Plan' ? 'Planning' : 'Observing', reason: 'OperationInProgress', message: `${claim.type} is running in Job ${claim.jobName}` };
+
+export async function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
+  const operation = operationOf(pass, claim);
+  if (!operation.known) {
+    await publishSchemaReport(pass, { phase: 'Blocked', reason: 'UnknownOperation', message: `the claim in flight is a ${JSON.stringify(claim.type)} operation, which this manager does not know; a newer manager must finish it` });
+    return endPass('unknown operation type left alone', 60_000);
+  }
+  const proving = servesProof(pass, claim);
+  if (proving) {
+    const renewed = await acquirePendingLock(pass);
+    if (renewed) return renewed;
+    if (pass.claim?.leaseContinuityLost) return recoverLeaseContinuity(pass, pass.claim);
+    // The proof never starts beside an Apply Pod that may still run.
+    if (!claim.jobUID && !claim.dispatchStarted) {
+      const active = await possibleApplyPodActive(pass);
+      if (active) return active;
+    }
+  }
+  if (operation.mutating && mayHaveDispatched(claim)) {
+    const lost = await renewDispatchedApplyLock(pass, claim, (fields) => writeSchemaClaimFields(pass, claim.id, fields));
+    if (lost) return endPass(lost);
+  }
+  if (!claim.jobUID) {
+    const found = await pass.readJob(claim.jobName);
+    if (found) return adoptSchemaJob(pass, claim, found);
+    if (operation.mutating && claim.dispatchStarted === true) {
+      await finishUncertainSchemaApply(pass, { reason: 'JobMissing', message: `Job ${claim.jobName} may have been created (the dispatch marker is written) but does not exist; it is never created again` });
+      return endPass('dispatched Job missing: proof owed, outcome unknown');
+    }
+    const wait = claim.retryNotBefore ? Date.parse(claim.retryNotBefore) - pass.now().getTime() : 0;
+    if (wait > 0) return endPass('waiting to retry the reading', wait);
+    return dispatchSchemaClaim(pass, claim);
+  }
+  return superviseSchemaJob(pass, claim, proving);
+}
+
+/**
+ * A proof reading whose Lease changed hands (the seed's recoverLeaseContinuity): it proves nothing. Its Job is left
+ * to stop, the claim is retired releasing nothing, and the proof, now of an unknown outcome, starts over.
+ */
+async function recoverLeaseContinuity(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
+  const job = claim.jobUID ? await pass.readJob(claim.jobName) : undefined;
+  if (job && job.metadata?.uid === claim.jobUID && !isJobTerminal(job)) return endPass('waiting for a reading under a lost Lease to stop', SUPERVISE_EVERY_MS);
+  await retireSchemaClaim(pass, {
+    disposition: 'discard',
+    why: 'LeaseContinuityLost',
+    job,
+    report: { phase: 'VerifyingConvergence', reason: 'LeaseContinuityLost', message: 'the proof reading ran under a Lease that changed hands; the database is read again' },
+  });
+  return endPass('proof reading under a lost Lease retired');
+}
+
+/** Lost Job, replaced Job, or a Job its claim does not recognise: unknown for an Apply, a new attempt for a reading. */
+async function settleLostJob(pass: SchemaPass, claim: ActiveOperation, reason: string, message: string): Promise<PassEnd> {
+  if (operationOf(pass, claim).mutating) {
+    await finishUncertainSchemaApply(pass, { reason, message });
+    return endPass(`${reason}: proof owed, outcome unknown`);
+  }
+  return retrySchemaReading(pass, message);
+}
+
+async function adoptSchemaJob(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  const held = await holdSchemaJobToItsClaim(pass, claim, job);
+  if (!held.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${held.why}`);
+  const mutating = operationOf(pass, claim).mutating;
+  await writeSchemaClaimFields(pass, claim.id, { jobUID: job.metadata!.uid!, ...(mutating ? { dispatchStarted: true } : {}) });
+  const moved = held.inputsHold ? '' : `; its inputs moved (${held.why}), so its result will not be read`;
+  pass.event('Normal', 'OperationAdopted', `Job ${claim.jobName} (${claim.type}) was adopted by UID${moved}`, 'Dispatch');
+  return endPass('Job adopted');
+}
+
+async function superviseSchemaJob(pass: SchemaPass, claim: ActiveOperation, proving: boolean): Promise<PassEnd> {
+  const job = await pass.readJob(claim.jobName);
+  if (!job) return settleLostJob(pass, claim, 'JobMissing', `Job ${claim.jobName} (uid ${claim.jobUID}) no longer exists`);
+  if (job.metadata?.uid !== claim.jobUID) return settleLostJob(pass, claim, 'JobReplaced', `Job ${claim.jobName} is not the Job the claim recorded (uid ${claim.jobUID})`);
+  const held = await holdSchemaJobToItsClaim(pass, claim, job);
+  if (!held.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${held.why}`);
+  const operation = operationOf(pass, claim);
+  if (operation.readOnly && operation.holdsRealm && !proving) {
+    // An ordinary Plan holds the realm while it reads: its Lease is renewed on every pass.
+    const renewed = await renewReadingLease(pass, claim);
+    if (renewed) return renewed;
+  }
+  if (!isJobTerminal(job)) {
+    await publishSchemaReport(pass, runningReport(claim, proving));
+    return endPass('Job running', SUPERVISE_EVERY_MS);
+  }
+  if (!held.inputsHold) {
+    if (operation.mutating) {
+      await finishUncertainSchemaApply(pass, { reason: 'InputsChanged', message: `the run's result is not read: ${held.why}`, job });
+      return endPass('Apply under moved inputs: proof owed, outcome unknown');
+    }
+    await retireSchemaClaim(pass, {
+      disposition: 'discard',
+      why: proving ? 'ProofInputsChanged' : 'InputsChanged',
+      job,
+      record: (status) => {
+        status.nextReconciliationTime = pass.nowIso();
+      },
+      report: { phase: 'Pending', reason: 'InputsChanged', message: `the reading in Job ${claim.jobName} is stale: ${held.why}` },
+    });
+    return endPass('stale reading discarded');
+  }
+  switch (claim.type) {
+    case 'Apply':
+      return harvestSchemaApply(pass, claim, job);
+    case 'Plan':
+      return harvestSchemaPlan(pass, claim, job);
+    default:
+      return harvestSchemaObserve(pass, claim, job);
+  }
+}
+
+/** An ordinary Plan's realm Lease, renewed under its epoch; a Lease that changed hands makes its reading stale. */
+async function renewReadingLease(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd | undefined> {
+  const result = await pass.lock.acquire({
+    coordinationDigest: claim.coordinationDigest!,
+    holder: { resourceUid: pass.uid, operationId: claim.id },
+    durationSeconds: claim.leaseDurationSeconds!,
+    expectedEpoch: claim.leaseEpoch,
+  });
+  if (result.kind === 'acquired' && result.continuous) return undefined;
+  if (result.kind === 'acquired') await writeSchemaClaimFields(pass, claim.id, { leaseEpoch: result.epoch });
+  return retrySchemaReading(pass, 'the realm Lease changed hands while the Plan ran');
+}
+
+async function dispatchSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
+  try {
+    const end = await dispatch(schemaDispatchFamily(pass, claim), { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
+    return endPass(end.why, Math.min(end.requeueAfterMs, DISPATCH_POLL_MS));
+  } catch (e) {
+    if (!(e instanceof DispatchRefused)) throw e;
+    const message = `operation ${claim.id} (${claim.type}) cannot be dispatched: ${e.message}`;
+    await publishSchemaReport(pass, { phase: 'Blocked', reason: 'ClaimRefused', message });
+    pass.event('Warning', 'ClaimRefused', message, 'Dispatch');
+    return endPass(e.message, REFUSED_CLAIM_RETRY_MS);
+  }
+}
+
+/** The schema's side of the shared dispatch sequence (the seed's schemaDispatch): its stage step projects an Apply's plan. */
+function schemaDispatchFamily(pass: SchemaPass, claim: ActiveOperation): DispatchFamily {
+  let plan: PtahSchemaPlan | undefined;
+  return familyDispatch(pass, claim, {
+    family: 'schema',
+    operation: operationOf(pass, claim),
+    authorize: async (now) => {
+      const verdict = await authorizeSchemaClaim(pass, now);
+      if (verdict.ok && now.type === 'Apply') plan = (await claimPlan(pass, now)) ?? plan;
+      return verdict;
+    },
+    stage: async (now) => {
+      if (now.type !== 'Apply') return true;
+      plan ??= await claimPlan(pass, now);
+      if (!plan) throw new DispatchRefused(`the plan the Apply ${now.id} runs is gone`);
+      try {
+        await projectPlan(pass, plan);
+        return true;
+      } catch (e) {
+        if (!(e instanceof ProjectionConflict)) throw e;
+        // A name derived from the plan cannot be cleared by a retry: the plan is retired (applyBecameStale).
+        await retirePlanAndClaim(pass, plan, `a ConfigMap under one of plan ${plan.metadata.name}'s projection names is not its projection: ${e.message}`);
+        return false;
+      }
+    },
+    buildJob: async (now, snapshot) => {
+      if (now.type === 'Apply') plan ??= await claimPlan(pass, now);
+      return rebuildSchemaJob(pass, { ...now, admissionSnapshot: snapshot }, plan);
+    },
+    consume: (now) => consumeSchemaApproval(pass, now),
+    withdraw: (reason, message) => retireSchemaClaim(pass, {
+      disposition: 'discard',
+      why: reason,
+      record: (status) => {
+        status.nextReconciliationTime = pass.nowIso();
+      },
+      report: { phase: 'Pending', reason, message },
+    }),
+    writeClaim: (id, fields) => writeSchemaClaimFields(pass, id, fields),
+    finishUncertain: (reason, message) => finishUncertainSchemaApply(pass, { reason, message }),
+    retryReadOnly: (why) => retrySchemaReading(pass, why),
+  });
+}
+
+/** The plan no longer authorizes anything: its approvals go stale, status.plan goes, and the database is read again. */
+async function retirePlanAndClaim(pass: SchemaPass, plan: PtahSchemaPlan, message: string): Promise<void> {
+  await retireSchemaClaim(pass, {
+    disposition: 'discard',
+    why: 'PlanStale',
+    record: (status) => {
+      status.plan = undefined;
+      status.nextReconciliationTime = pass.nowIso();
+    },
+    report: { phase: 'Observing', reason: 'StalePlan', message },
+  });
+  pass.event('Warning', 'PlanStale', message);
+  await markSchemaPlanApprovalsStale(pass, { name: plan.metadata.name!, uid: plan.metadata.uid! }, 'StalePlan', message);
+}
+
+/**
+ * Step 1 of the dispatch sequence: everything the claim was decided from, re-read uncached. Any of it having moved
+ * discards the claim rather than narrowing it: the resource, the pinned artifact and verification policy, and for
+ * an Apply its plan (and every binding it was computed under), its window and its approval.
+ */
+async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<Authorization> {
+  pass.s = await pass.deps.client.get<PtahSchema>(pass.ref());
+  const refuse = (reason: string, message: string): Authorization => ({ ok: false, reason, message });
+  if (pass.claim?.id !== claim.id) throw new DispatchRefused(`the claim ${claim.id} is no longer in flight`);
+  if (pass.s.metadata.deletionTimestamp) return refuse('Deleting', 'the resource is being deleted');
+  const proving = servesProof(pass, claim);
+  if (pass.s.spec.suspend && !proving) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');
+  const inputs = await schemaClaimInputsHold(pass, claim);
+  if (!inputs.hold) return refuse('InputsChanged', inputs.why);
+  if (!claim.artifact) return refuse('ArtifactChanged', 'the claim pins no artifact');
+  if (proving) return { ok: true };
+  const artifactMoved = await artifactStillPinned(pass, pass.s.spec.desired, claim.artifact);
+  if (artifactMoved) return refuse('ArtifactChanged', artifactMoved);
+  const policyMoved = await verificationPolicyStillBinds(pass, pass.s.spec.desired, claim.artifact);
+  if (policyMoved) return refuse('VerificationPolicyChanged', policyMoved);
+  if (claim.type !== 'Apply') return { ok: true };
+
+  if (pass.status.pendingObservation) return refuse('ProofOwed', `Apply ${pass.status.pendingObservation.applyOperationID} still owes its proof`);
+  if (claim.dispatchNotAfter && pass.now().getTime() >= Date.parse(claim.dispatchNotAfter)) {
+    return refuse('DispatchWindowClosed', `the claim's dispatch window closed at ${claim.dispatchNotAfter}`);
+  }
+  const currentPlan = await currentSchemaPlan(pass);
+  if (!currentPlan.ok) return refuse('PlanChanged', currentPlan.why);
+  if (currentPlan.plan.metadata.uid !== claim.planRef?.uid) return refuse('PlanChanged', 'the current plan is not the plan the claim runs');
+  const policy = planPolicy(pass, pass.status.plan!);
+  if (policy.kind === 'blocked') return refuse(policy.reason, policy.message);
+  if (policy.kind === 'approval' || claim.approvalRef) {
+    const why = await schemaApprovalStillAuthorizes(pass, claim, currentPlan.plan);
+    if (why) return refuse('ApprovalWithdrawn', why);
+  }
+  return { ok: true };
+}

@@ -1,0 +1,174 @@
+// The execution binding of a PtahSchema (the seed's rotateExecutionBinding and reconcileBindingRetirement). A
+// change to a bound component installs a new epoch, and work authorized under the old one cannot finish under it.
+// A schema leaves up to two things behind, named in the write that installs the epoch
+// (status.pendingBindingRetirement): the retired plan, whose approvals are still to be marked stale, and the Job
+// the retired claim dispatched. Each obligation is removed as it is met, the record with its last one, and no
+// other rotation starts while the record stands. No phase or condition reason takes part in any of this.
+import type { PendingBindingRetirement, PtahSchemaStatus } from '../../shared/api/schema-kinds.js';
+import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
+import { bindingOf, boundComponentsMoved, newEpoch, recordedComponentsMoved, rotationMessage } from '../binding.js';
+import { isJobTerminal } from '../evidence.js';
+import { giveJobCleanupTtl } from '../release.js';
+import { markSchemaPlanApprovalsStale } from './approval.js';
+import { endPass, operationOf, servesProof, type PassEnd, type SchemaPass } from './context.js';
+import { validateSchemaJobEnvelope } from './job.js';
+import { finishUncertainSchemaApply } from './proof.js';
+import { retireSchemaClaim } from './retire.js';
+import { writeSchemaStatus, type Report } from './status.js';
+
+const RETIREMENT_POLL_MS = 5_000;
+
+/** The status the rotation writes besides the record: the new epoch, no plan, a reading due (markExecutionBindingRefreshRequired). */
+function rotated(pass: SchemaPass, status: PtahSchemaStatus, epoch: string, record: PendingBindingRetirement | undefined): void {
+  status.executionBinding = bindingOf(pass, epoch);
+  status.plan = undefined;
+  status.nextReconciliationTime = pass.nowIso();
+  if (record && (record.plan || record.job)) status.pendingBindingRetirement = record;
+  // The proof restarts from its raw observation under the new epoch.
+  if (status.pendingObservation) status.pendingObservation = { ...status.pendingObservation, planRequired: false };
+}
+
+/** Settles the obligations `met` names; the record goes with its last one (the seed's settleRetirement). */
+async function settleRetirement(pass: SchemaPass, met: { plan?: boolean; job?: boolean }, extra?: (status: PtahSchemaStatus) => void): Promise<void> {
+  const record = pass.status.pendingBindingRetirement;
+  if (!record) return;
+  const next: PendingBindingRetirement = { ...record, ...(met.plan ? { plan: undefined } : {}), ...(met.job ? { job: undefined } : {}) };
+  const status: PtahSchemaStatus = { ...pass.status, pendingBindingRetirement: next.plan || next.job ? next : undefined };
+  extra?.(status);
+  await writeSchemaStatus(pass, status);
+}
+
+/**
+ * Keeps status.executionBinding the binding in force. Returns the end of the pass when it wrote or waits;
+ * undefined when the binding in force is this manager's and nothing of a retired epoch is owed here.
+ */
+export async function reconcileSchemaExecutionBinding(pass: SchemaPass): Promise<PassEnd | undefined> {
+  if (pass.status.pendingBindingRetirement) return reconcileBindingRetirement(pass);
+  const current = pass.status.executionBinding;
+  if (!current) {
+    await writeSchemaStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, newEpoch()) });
+    return endPass('execution binding installed');
+  }
+  if (!boundComponentsMoved(pass, current)) {
+    if (!recordedComponentsMoved(pass, current)) return undefined;
+    await writeSchemaStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, current.epoch) });
+    return endPass('execution binding record updated');
+  }
+  return rotateExecutionBinding(pass);
+}
+
+async function rotateExecutionBinding(pass: SchemaPass): Promise<PassEnd | undefined> {
+  const current = pass.status.executionBinding!;
+  const claim = pass.claim;
+  const operation = claim && operationOf(pass, claim);
+  // A claim a newer manager wrote answers no to every question: the binding does not move under it.
+  if (claim && !operation?.known) return undefined;
+  const epoch = newEpoch();
+  const message = rotationMessage(pass, current);
+  const report: Report = { phase: 'Pending', reason: 'ExecutionBindingChanged', message };
+  const plan = pass.status.plan;
+  const record: PendingBindingRetirement = {
+    retiredEpoch: current.epoch,
+    ...(plan ? { plan: { name: plan.name, uid: plan.uid, fingerprint: plan.fingerprint } } : {}),
+  };
+  pass.event('Warning', 'ExecutionBindingChanged', message, 'RotateExecutionBinding');
+  if (claim && operation?.mutating && mayHaveDispatched(claim)) {
+    // A dispatched Apply becomes a proof with an unknown outcome, and the epoch moves in the same write.
+    record.job = { operation: claim.type, name: claim.jobName, ...(claim.jobUID ? { uid: claim.jobUID } : {}) };
+    await finishUncertainSchemaApply(pass, { reason: 'ExecutionBindingChanged', message: 'the execution binding changed while this Apply was dispatched' },
+      (status) => rotated(pass, status, epoch, record));
+    return endPass('dispatched Apply recorded uncertain; binding rotated');
+  }
+  if (claim && operation?.readOnly) {
+    // A reading stays in status.activeOperation until its Job has stopped, so a Plan's Lease is not handed back
+    // while its Pod can still reach the database.
+    record.job = { operation: claim.type, name: claim.jobName, ...(claim.jobUID ? { uid: claim.jobUID } : {}) };
+    const status: PtahSchemaStatus = { ...pass.status };
+    rotated(pass, status, epoch, record);
+    await writeSchemaStatus(pass, status, report);
+    return endPass('binding rotated; the reading is kept until its Job stops');
+  }
+  const pending = pass.status.pendingObservation;
+  if (!claim && pending && pending.outcome === 'OutcomeUnknown' && pending.executionBindingID === current.epoch && !pending.applyJobUID) {
+    record.job = { operation: 'Apply', name: pending.applyJobName };
+  }
+  if (claim) {
+    // An undispatched Apply goes in the write that installs the epoch, handing back a realm it took.
+    await retireSchemaClaim(pass, { disposition: 'discard', why: 'ExecutionBindingChanged', record: (status) => rotated(pass, status, epoch, record), report });
+  } else {
+    const status: PtahSchemaStatus = { ...pass.status };
+    rotated(pass, status, epoch, record);
+    await writeSchemaStatus(pass, status, report);
+  }
+  return endPass('execution binding rotated');
+}
+
+/** Works off one obligation of the retired epoch per pass, in order: the plan's approvals, then the reading's Job. */
+async function reconcileBindingRetirement(pass: SchemaPass): Promise<PassEnd | undefined> {
+  const record = pass.status.pendingBindingRetirement!;
+  if (record.plan) {
+    const marked = await markSchemaPlanApprovalsStale(pass, record.plan, 'ExecutionBindingChanged', `plan ${record.plan.name} was computed under execution epoch ${record.retiredEpoch}, which was retired`);
+    await settleRetirement(pass, { plan: true });
+    return endPass(`retired plan's approvals marked stale (${marked})`);
+  }
+  const job = record.job!;
+  const claim = pass.claim;
+  if (claim && claim.jobName === job.name && operationOf(pass, claim).readOnly) {
+    const found = await pass.readJob(job.name);
+    const ours = found?.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === pass.uid) === true;
+    if (found && ours && !claim.jobUID && !job.uid && validateSchemaJobEnvelope(pass, claim, found, { retiredEpoch: true }).ok) {
+      const uid = found.metadata!.uid!;
+      await writeSchemaStatus(pass, { ...pass.status, activeOperation: { ...claim, jobUID: uid }, pendingBindingRetirement: { ...record, job: { ...job, uid } } });
+      return endPass('retired reading\'s Job adopted by UID');
+    }
+    if (found && ours && !isJobTerminal(found)) return endPass(`waiting for the retired reading's Job ${job.name} to stop`, RETIREMENT_POLL_MS);
+    await retireSchemaClaim(pass, {
+      disposition: 'discard',
+      why: 'ExecutionBindingChanged',
+      job: found,
+      retiredEpoch: true,
+      record: (status) => {
+        status.pendingBindingRetirement = undefined;
+      },
+    });
+    return endPass('retired reading settled');
+  }
+  const pending = pass.status.pendingObservation;
+  // The retired Apply's Job is the proof's to account for (retiredApplyJobObligation); the pass goes on to the proof.
+  if (pending && pending.applyJobName === job.name && !claim) return undefined;
+  if (pending && pending.applyJobName === job.name && claim && servesProof(pass, claim)) return undefined;
+  await settleRetirement(pass, { job: true });
+  return endPass('retired Job no longer carried by any claim');
+}
+
+/**
+ * The retired Apply's Job, carried by the proof (the seed's adoptRetiredApplyJobUID and cleanupRetiredApplyJob):
+ * no proof is claimed until it is accounted for — its UID adopted from a late create, or given up on at the
+ * Apply's horizon — and its cleanup TTL set once it stops. Returns the end of the pass while it is owed.
+ */
+export async function retiredApplyJobObligation(pass: SchemaPass): Promise<PassEnd | undefined> {
+  const record = pass.status.pendingBindingRetirement;
+  const pending = pass.status.pendingObservation;
+  if (!record?.job || !pending || record.job.name !== pending.applyJobName) return undefined;
+  const asClaim = { type: 'Apply', id: pending.applyOperationID, jobName: pending.applyJobName, executionBindingID: pending.executionBindingID, admissionSnapshot: pending.admissionSnapshot, planRef: { name: pending.plan.name, uid: pending.plan.uid }, inputFingerprint: '', startedAt: pending.recordedAt, attempt: 1 };
+  const found = await pass.readJob(pending.applyJobName);
+  const matches = found !== undefined && found.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === pass.uid) === true &&
+    validateSchemaJobEnvelope(pass, { ...asClaim, ...(pending.applyJobUID ? { jobUID: pending.applyJobUID } : {}) }, found, { retiredEpoch: true }).ok;
+  if (!pending.applyJobUID) {
+    if (found && matches) {
+      const uid = found.metadata!.uid!;
+      await writeSchemaStatus(pass, { ...pass.status, pendingObservation: { ...pending, applyJobUID: uid }, pendingBindingRetirement: { ...record, job: { ...record.job, uid } } });
+      return endPass('retired Apply Job adopted by UID');
+    }
+    const horizon = pending.observeAfter ? Date.parse(pending.observeAfter) : 0;
+    if (pass.now().getTime() < horizon) return endPass('waiting for the retired Apply\'s Job or its horizon', Math.min(horizon - pass.now().getTime(), RETIREMENT_POLL_MS));
+    await settleRetirement(pass, { job: true });
+    return endPass('retired Apply Job given up on at its horizon');
+  }
+  if (found && matches && found.metadata?.uid === pending.applyJobUID) {
+    if (!isJobTerminal(found)) return endPass('waiting for the retired Apply Job to stop', RETIREMENT_POLL_MS);
+    await giveJobCleanupTtl(pass, { ...asClaim, jobUID: pending.applyJobUID }, found, { retiredEpoch: true });
+  }
+  await settleRetirement(pass, { job: true });
+  return endPass('retired Apply Job accounted for');
+}

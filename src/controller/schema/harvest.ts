@@ -1,0 +1,229 @@
+// Reading what a terminal schema Job did and retiring its claim with the record it leaves. An Apply's account is
+// its frame, never the Job's exit, and every Apply leaves the proof it owes; an Observe records what it saw
+// (categories and counts only); a Plan publishes its plan. A reading that carries out a proof is held to the
+// pending snapshot: only a matching fresh Plan settles the proof, in the one write that also stages its release.
+import type { V1Job } from '@kubernetes/client-node';
+import { parseDuration } from '../../shared/api/duration.js';
+import type { PtahSchemaStatus, SchemaTargetStatus } from '../../shared/api/schema-kinds.js';
+import type { ActiveOperation } from '../../shared/api/shapes.js';
+import type { RunnerResult } from '../../shared/runner-protocol.js';
+import { readOperationFrame } from '../evidence.js';
+import { markSchemaPlanApprovalsStale } from './approval.js';
+import { retrySchemaReading } from './claim.js';
+import { endPass, servesProof, type PassEnd, type SchemaPass } from './context.js';
+import { currentPlanStatus, PlanError, publishSchemaPlan } from './plan.js';
+import { finishUncertainSchemaApply, recordApplyAccount } from './proof.js';
+import { planPolicyReport } from './policy.js';
+import { retireSchemaClaim } from './retire.js';
+
+const MAX_MESSAGE = 1024;
+
+const errorOf = (result: { error?: { code: string; message: string } }): string | undefined => result.error && `${result.error.code}: ${result.error.message}`.slice(0, MAX_MESSAGE);
+
+function nextReading(pass: SchemaPass, from: string): string {
+  return new Date(Date.parse(from) + parseDuration(pass.s.spec.interval)).toISOString();
+}
+
+/** Harvests a terminal Apply Job whose claim's inputs still hold: every outcome leaves the proof it owes. */
+export async function harvestSchemaApply(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  const read = await readOperationFrame(pass, claim, job, 'apply');
+  if (read.kind === 'wait') return endPass(read.why, read.ms);
+  if (read.kind === 'none') {
+    await finishUncertainSchemaApply(pass, { reason: 'NoResult', message: read.why, job });
+    return endPass('Apply without a result: proof owed, outcome unknown');
+  }
+  const result = read.result;
+  const uncertain = async (reason: string, message: string) => {
+    await finishUncertainSchemaApply(pass, { reason, message, job });
+    return endPass(`Apply outcome unknown (${reason})`);
+  };
+  if (claim.leaseContinuityLost) return uncertain('LeaseContinuityLost', 'the realm Lease changed hands while the run was dispatched, so its result cannot be trusted');
+  // A run that never started the executor opened no database: what it does not report is no sign it reached another.
+  const neverStarted = result.childExitCode === -1 && result.mutationStarted !== true;
+  if (!neverStarted && result.coordinationDigest !== claim.coordinationDigest) return uncertain('TargetMismatch', 'the run does not report the realm its plan was computed for');
+  if (!neverStarted && result.targetIdentityDigest !== claim.targetIdentityDigest) return uncertain('TargetMismatch', 'the run does not report the database its plan was computed for');
+  const error = errorOf(result);
+  if (result.mutationStarted !== true && error) {
+    // The run reports it changed nothing: accounted for, and still proven by a fresh reading before anything else.
+    await recordApplyAccount(pass, { outcome: 'ApplyRefused', job, waitForWindow: false }, 'ApplyRefused', `Apply ${claim.id} changed nothing: ${error}`);
+    pass.event('Warning', 'ApplyRefused', `operation ${claim.id} (Job ${claim.jobName}) changed nothing: ${error}`);
+    return endPass('Apply refused: proof owed');
+  }
+  if (result.mutationStarted === true && result.uncertain !== true && !error && result.planContentDigest === pass.status.plan?.contentDigest) {
+    await recordApplyAccount(pass, { outcome: 'ApplySucceeded', job, waitForWindow: false }, 'ApplySucceeded',
+      `Apply ${claim.id} ran ${result.statementsExecuted ?? '?'} statement(s) of plan ${claim.planRef?.name}`);
+    pass.event('Normal', 'ApplySucceeded', `operation ${claim.id} (Job ${claim.jobName}) applied plan ${claim.planRef?.name}; proving convergence`);
+    return endPass('Apply succeeded: proof owed');
+  }
+  return uncertain('ApplyOutcomeUnknown', error ?? 'the run could not establish what it changed');
+}
+
+/** What an observation saw, for status (categories and counts only). */
+function targetStatusOf(result: RunnerResult<'observe'>, observedAt: string): SchemaTargetStatus {
+  return {
+    coordinationDigest: result.coordinationDigest!,
+    ...(result.targetIdentityDigest ? { identityDigest: result.targetIdentityDigest } : {}),
+    drift: result.drift === true,
+    ...(result.driftDigest ? { driftDigest: result.driftDigest } : {}),
+    driftFindings: (result.findings ?? []).slice(0, 64),
+    lastObservedAt: observedAt,
+  };
+}
+
+/** Harvests a terminal Observe Job: an ordinary one records what it saw; a proof's asks for the Plan that settles it. */
+export async function harvestSchemaObserve(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  const read = await readOperationFrame(pass, claim, job, 'observe');
+  if (read.kind === 'wait') return endPass(read.why, read.ms);
+  if (read.kind !== 'frame') return retrySchemaReading(pass, read.why);
+  const { result } = read;
+  const error = errorOf(result);
+  if (error || !result.targetIdentityDigest) return retrySchemaReading(pass, `the observation failed: ${error ?? 'it reports no database'}`);
+  const proving = servesProof(pass, claim);
+  const pending = pass.status.pendingObservation;
+  const expectedRealm = proving ? pending!.coordinationDigest : pass.realm();
+  if (result.coordinationDigest !== expectedRealm) return retrySchemaReading(pass, 'the observation reports another realm than the claim\'s');
+  if (proving && result.targetIdentityDigest !== pending!.targetIdentityDigest) return retrySchemaReading(pass, 'the observation reached another database than the Apply it proves');
+  const observedAt = pass.nowIso();
+  const target = targetStatusOf(result, observedAt);
+  const findings = target.driftFindings!.map((f) => `${f.category} ${f.count}`).join(', ');
+  if (proving) {
+    await retireSchemaClaim(pass, {
+      disposition: 'accounted',
+      why: 'ProofObserved',
+      job,
+      record: (status) => {
+        status.target = target;
+        status.plan = undefined;
+        status.pendingObservation = { ...pending!, planRequired: true };
+      },
+      report: { phase: 'VerifyingConvergence', reason: 'Observed', message: `the database after Apply ${pending!.applyOperationID} was read${findings ? ` (drift: ${findings})` : ''}; planning against it settles the proof` },
+    });
+    return endPass('proof observed');
+  }
+  await retireSchemaClaim(pass, {
+    disposition: 'accounted',
+    why: 'Observed',
+    job,
+    record: (status) => {
+      status.target = target;
+      status.observedGeneration = pass.generation;
+      status.nextReconciliationTime = nextReading(pass, observedAt);
+    },
+    report: target.drift
+      ? { phase: 'Planning', reason: 'DriftDetected', message: `the database differs from the desired schema (${findings || 'changes'}); a plan is computed` }
+      : { phase: 'InSync', reason: 'InSync', message: 'the database matches the desired schema' },
+  });
+  return endPass('observed');
+}
+
+/**
+ * Harvests a terminal Plan Job. An ordinary Plan publishes its plan (or finds nothing to change). A proof's Plan
+ * settles the proof when it read the database the Apply ran against: no changes proves convergence (with no Apply
+ * attributed after an unknown outcome); changes account the Apply as not converged and publish a new plan that needs
+ * its own approval, never a replay. Either way the record goes, and the same write stages the proof's release.
+ */
+export async function harvestSchemaPlan(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  const read = await readOperationFrame(pass, claim, job, 'plan');
+  if (read.kind === 'wait') return endPass(read.why, read.ms);
+  if (read.kind !== 'frame') return retrySchemaReading(pass, read.why);
+  const { result } = read;
+  const error = errorOf(result);
+  if (error || !result.targetIdentityDigest || !result.planOutcome) return retrySchemaReading(pass, `the plan could not be computed: ${error ?? 'the frame carries no plan outcome'}`);
+  const proving = servesProof(pass, claim);
+  const pending = pass.status.pendingObservation;
+  if (proving && (result.coordinationDigest !== pending!.coordinationDigest || result.targetIdentityDigest !== pending!.targetIdentityDigest)) {
+    // The reading is of another database than the Apply's: it proves nothing, and the raw observation starts over.
+    await retireSchemaClaim(pass, {
+      disposition: 'accounted',
+      why: 'PlanStale',
+      job,
+      record: (status) => {
+        status.pendingObservation = { ...pending!, planRequired: false };
+      },
+      report: { phase: 'VerifyingConvergence', reason: 'StaleObservation', message: `the proof's plan read another database than Apply ${pending!.applyOperationID} ran against; it is read again` },
+    });
+    pass.event('Warning', 'PlanStale', `the proof plan of Apply ${pending!.applyOperationID} read another database; the database is observed again`);
+    return endPass('proof plan of another database');
+  }
+  if (!proving && result.coordinationDigest !== pass.realm()) return retrySchemaReading(pass, 'the plan reports another realm than the claim\'s');
+
+  const plannedAt = pass.nowIso();
+  const previous = pass.status.plan;
+  let settle: (status: PtahSchemaStatus) => void = () => {};
+  let report;
+  let published: ReturnType<typeof currentPlanStatus> | undefined;
+  if (result.planOutcome === 'Changes') {
+    let plan;
+    try {
+      plan = await publishSchemaPlan(pass, claim, result.plan!, result.planContentDigest!, result.targetIdentityDigest);
+    } catch (e) {
+      if (!(e instanceof PlanError)) throw e;
+      return retrySchemaReading(pass, `the plan could not be published: ${e.message}`);
+    }
+    published = currentPlanStatus(plan, proving ? 'NotConverged' : undefined);
+    report = planPolicyReport(pass, published);
+    settle = (status) => {
+      status.plan = published;
+      if (status.target) status.target = { ...status.target, drift: true };
+    };
+    if (previous?.uid !== published.uid) pass.event('Normal', 'PlanPublished', `plan ${published.name}: ${published.statementCount} statement(s)${published.destructive ? ', destructive' : ''}${published.privilegeChanging ? ', changes privileges' : ''}`);
+  } else {
+    report = { phase: 'InSync' as const, reason: 'NoChanges', message: 'the database matches the desired schema' };
+    settle = (status) => {
+      status.plan = undefined;
+      if (status.target) status.target = { ...status.target, drift: false };
+    };
+  }
+  if (proving) {
+    const p = pending!;
+    const converged = result.planOutcome === 'NoChanges';
+    const attributed = converged && p.outcome === 'ApplySucceeded';
+    if (converged) {
+      const reason = p.outcome === 'ApplySucceeded' ? 'ScopedConverged' : p.outcome === 'OutcomeUnknown' ? 'ConvergedAfterUnknownOutcome' : 'ConvergedAfterRefusedApply';
+      report = { phase: 'InSync' as const, reason, message: attributed ? `Apply ${p.applyOperationID} of plan ${p.plan.name} is proven converged` : `the database is proven to match the desired schema; no Apply is attributed (Apply ${p.applyOperationID} ended ${p.outcome})` };
+    } else {
+      report = { ...report, message: `Apply ${p.applyOperationID} did not converge the database (it ended ${p.outcome}); ${report.message}` };
+    }
+    const before = settle;
+    settle = (status) => {
+      before(status);
+      status.pendingObservation = undefined;
+      if (attributed) {
+        status.applied = {
+          artifactDigest: p.artifact.digest,
+          planRef: { name: p.plan.name, uid: p.plan.uid },
+          planFingerprint: p.plan.fingerprint,
+          coordinationDigest: p.coordinationDigest,
+          targetIdentityDigest: p.targetIdentityDigest,
+          executionBindingID: p.executionBindingID,
+          operationID: p.applyOperationID,
+          ...(p.dispatchedBy ? { dispatchedBy: p.dispatchedBy } : {}),
+          completedAt: plannedAt,
+        };
+      }
+    };
+    if (p.executionBindingID !== pass.status.executionBinding?.epoch) {
+      // An approval admitted before the Apply claim that committed after the rotation's sweep: swept once more.
+      await markSchemaPlanApprovalsStale(pass, p.plan, 'ExecutionBindingChanged', `plan ${p.plan.name} belongs to a retired execution epoch`);
+    }
+  }
+  const final = report;
+  await retireSchemaClaim(pass, {
+    disposition: 'accounted',
+    why: proving ? 'ProofPlanned' : 'Planned',
+    job,
+    record: (status) => {
+      settle(status);
+      if (!proving) status.observedGeneration = pass.generation;
+      status.nextReconciliationTime = nextReading(pass, plannedAt);
+    },
+    report: final,
+  });
+  if (proving) {
+    pass.event(result.planOutcome === 'NoChanges' ? 'Normal' : 'Warning', result.planOutcome === 'NoChanges' ? 'ConvergenceProven' : 'ApplyNotConverged', final.message);
+  }
+  if (previous && previous.uid !== published?.uid) {
+    await markSchemaPlanApprovalsStale(pass, previous, 'PlanNoLongerCurrent', `plan ${previous.name} was replaced by a newer reading`);
+  }
+  return endPass(proving ? 'proof settled' : 'planned');
+}

@@ -1,0 +1,107 @@
+// No claim and no proof in flight: stop at a suspension or an unsupported engine, resolve and verify the desired
+// schema's artifact, observe when a reading is due (a spec edit makes it due), plan when the database drifted, and
+// from a current plan claim the Apply the policy allows.
+import { parseDuration } from '../../shared/api/duration.js';
+import { SUPPORTED_ENGINE } from '../../shared/api/shapes.js';
+import { SCHEMA_ARTIFACT_KEY } from '../../shared/api/schema-kinds.js';
+import { approvalCondition, listApprovals } from '../approval.js';
+import { resolveArtifact, samePin } from '../artifact.js';
+import { statusWithCondition } from '../status.js';
+import { findSchemaApproval, markSchemaPlanApprovalsStale, SCHEMA_APPROVAL } from './approval.js';
+import { claimSchemaApply, claimSchemaReading } from './claim.js';
+import { endPass, type PassEnd, type SchemaPass } from './context.js';
+import { currentSchemaPlan } from './plan.js';
+import { planPolicy } from './policy.js';
+import { publishSchemaReport, writeSchemaStatus, type Report } from './status.js';
+
+/** Waits until `at` (an instant in status), or `fallbackMs` when there is none; informer events wake the key earlier. */
+function until(pass: SchemaPass, at: string | undefined, fallbackMs: number): number {
+  const ms = at ? Date.parse(at) - pass.now().getTime() : NaN;
+  return Number.isFinite(ms) && ms > 0 ? ms : fallbackMs;
+}
+
+async function report(pass: SchemaPass, r: Report, why: string, requeueAfterMs: number): Promise<PassEnd> {
+  await publishSchemaReport(pass, r);
+  return endPass(why, requeueAfterMs);
+}
+
+/** A reading is due: none was taken, or its time came, or something since made it due (a spec, pin or binding change). */
+function readingDue(pass: SchemaPass): boolean {
+  const { target, nextReconciliationTime } = pass.status;
+  return !target?.lastObservedAt || nextReconciliationTime === undefined || pass.now().getTime() >= Date.parse(nextReconciliationTime);
+}
+
+export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
+  const intervalMs = parseDuration(pass.s.spec.interval);
+  if (pass.s.spec.suspend) {
+    return report(pass, { phase: 'Suspended', reason: 'Suspended', message: 'spec.suspend is true: nothing is read or run' }, 'suspended', intervalMs);
+  }
+  const engine = pass.s.spec.target.engine;
+  if (engine !== SUPPORTED_ENGINE) {
+    return report(pass, { phase: 'Blocked', reason: 'UnsupportedEngine', message: `engine ${JSON.stringify(engine)} is not supported; only ${SUPPORTED_ENGINE} is` }, 'unsupported engine', intervalMs);
+  }
+  if (pass.status.observedGeneration !== pass.generation) {
+    // The spec changed since the reading: what was read and planned is read again under the new spec.
+    await writeSchemaStatus(pass, { ...pass.status, observedGeneration: pass.generation, nextReconciliationTime: pass.nowIso() });
+    return endPass('spec changed: a new reading is due');
+  }
+
+  const retryMs = parseDuration(pass.s.spec.execution?.failureRetryInterval ?? '30s');
+  const artifact = await resolveArtifact(pass, pass.s.spec.desired, SCHEMA_ARTIFACT_KEY);
+  if (!artifact.ok) {
+    const blocked: Report = { phase: 'Blocked', reason: artifact.reason, message: artifact.message };
+    const verified = pass.status.conditions?.find((c) => c.type === 'ArtifactVerified');
+    if (verified?.status !== 'False' || verified.reason !== artifact.reason || verified.message !== artifact.message) {
+      await writeSchemaStatus(pass, statusWithCondition(pass, pass.status, 'ArtifactVerified', 'False', artifact.reason, artifact.message), blocked);
+      pass.event('Warning', 'ArtifactVerificationRefused', artifact.message);
+      return endPass('artifact refused', retryMs);
+    }
+    return report(pass, blocked, 'artifact refused', retryMs);
+  }
+  if (!samePin(pass.status.artifact, artifact.pin)) {
+    // A new desired schema or policy: the reading and the plan were of the old one.
+    const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'True', 'Verified', `${artifact.pin.configMapName} (${artifact.pin.digest}) meets the verification policy`);
+    const previous = pass.status.plan;
+    await writeSchemaStatus(pass, { ...status, artifact: artifact.pin, plan: undefined, nextReconciliationTime: pass.nowIso() },
+      { phase: 'Pending', reason: 'ArtifactResolved', message: `desired schema ${artifact.pin.configMapName} pinned at ${artifact.pin.digest}` });
+    pass.event('Normal', 'ArtifactResolved', `desired schema ${artifact.pin.configMapName} (uid ${artifact.pin.configMapUID}) pinned at ${artifact.pin.digest}`);
+    if (previous) await markSchemaPlanApprovalsStale(pass, previous, 'DesiredStateChanged', `the desired schema moved to ${artifact.pin.digest}`);
+    return endPass('artifact pinned');
+  }
+
+  if (readingDue(pass)) return claimSchemaReading(pass, 'Observe', pass.status.target?.lastObservedAt ? 'the reading is due' : 'first reading');
+  const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);
+  const planStatus = pass.status.plan;
+  if (!planStatus) {
+    if (pass.status.target?.drift) return claimSchemaReading(pass, 'Plan', 'the database differs from the desired schema');
+    return endPass('in sync; waiting for the next reading', nextReading);
+  }
+  const current = await currentSchemaPlan(pass);
+  if (!current.ok) {
+    await writeSchemaStatus(pass, { ...pass.status, plan: undefined, nextReconciliationTime: pass.nowIso() },
+      { phase: 'Pending', reason: 'StalePlan', message: `the plan no longer holds: ${current.why}; the database is read again` });
+    pass.event('Warning', 'PlanStale', `plan ${planStatus.name} is discarded: ${current.why}`);
+    await markSchemaPlanApprovalsStale(pass, planStatus, 'PlanNoLongerCurrent', current.why);
+    return endPass('plan discarded');
+  }
+  const plan = current.plan;
+  const policy = planPolicy(pass, planStatus);
+  if (policy.kind === 'blocked') return report(pass, { phase: 'Blocked', reason: policy.reason, message: policy.message }, 'plan blocked by policy', nextReading);
+  if (policy.kind === 'ready') return claimSchemaApply(pass, plan, undefined);
+  await sweepSupersededApprovals(pass, planStatus.uid);
+  const approval = await findSchemaApproval(pass, plan);
+  if (!approval) return report(pass, { phase: 'AwaitingApproval', reason: policy.reason, message: policy.message }, 'awaiting approval', nextReading);
+  return claimSchemaApply(pass, plan, approval);
+}
+
+/** Approvals of this schema naming a plan that is no longer current go Stale: they may never be reserved again. */
+async function sweepSupersededApprovals(pass: SchemaPass, currentPlanUid: string): Promise<void> {
+  const stale = new Map<string, { name: string; uid: string }>();
+  for (const approval of await listApprovals(pass, SCHEMA_APPROVAL)) {
+    const ref = approval.spec.schemaRef as { uid?: string } | undefined;
+    if (ref?.uid !== pass.uid || approval.spec.planRef.uid === currentPlanUid) continue;
+    if (approvalCondition(approval, 'Stale') || approvalCondition(approval, 'Consumed')) continue;
+    stale.set(approval.spec.planRef.uid, approval.spec.planRef);
+  }
+  for (const plan of stale.values()) await markSchemaPlanApprovalsStale(pass, plan, 'PlanNoLongerCurrent', `plan ${plan.name} is no longer the schema's current plan`);
+}

@@ -1,0 +1,79 @@
+// Retiring a schema claim, through one function (the seed's retireClaim): the Job's cleanup TTL first (when the Job
+// passes the claim's fixed match), then ONE status patch that clears the claim, writes the record it leaves and
+// stages the release it owes, then the release. A schema holds the realm until its account is settled: an Apply's
+// record (the pending observation) keeps it, and only the write that settles the proof hands the Apply's epoch back.
+import type { V1Job } from '@kubernetes/client-node';
+import type { PendingObservation, PtahSchemaStatus } from '../../shared/api/schema-kinds.js';
+import type { PendingLockRelease } from '../../shared/api/shapes.js';
+import { retirement, type Disposition } from '../../shared/lifecycle/retirement.js';
+import { leaseTaken } from '../claim-values.js';
+import { completePendingLockRelease, giveJobCleanupTtl, owedRelease } from '../release.js';
+import { operationOf, type SchemaPass } from './context.js';
+import { writeSchemaStatus, type Report } from './status.js';
+
+export interface SchemaRetirement {
+  /** Why the claim goes: discarded, accounted for by its own result, or a run nobody accounted for. */
+  disposition: Disposition;
+  /** A reason word for logs. */
+  why: string;
+  /** Writes the record the claim leaves into the status being written (the claim is already gone from it). */
+  record?: (status: PtahSchemaStatus) => void;
+  report?: Report;
+  /** The Job under the claim's name, when the caller already read it. */
+  job?: V1Job;
+  /** The claim's Job belongs to an epoch a rotation retired. */
+  retiredEpoch?: boolean;
+}
+
+export class SecondReleaseError extends Error {
+  override name = 'SecondReleaseError';
+}
+
+/** The release the proof owes: the Apply's epoch, under the Apply's holder, which the proof readings ran under. */
+export function proofRelease(pending: PendingObservation): PendingLockRelease {
+  return {
+    coordinationDigest: pending.coordinationDigest,
+    operationID: pending.applyOperationID,
+    leaseDurationSeconds: pending.leaseDurationSeconds,
+    leaseEpoch: pending.leaseEpoch,
+  };
+}
+
+/** Stages `owed` in `next`, refusing a second release while one is still owed. */
+export function stageRelease(pass: SchemaPass, next: PtahSchemaStatus, owed: PendingLockRelease | undefined): void {
+  if (!owed) return;
+  if (pass.status.pendingLockRelease) {
+    throw new SecondReleaseError(`a release for ${owed.operationID} is owed while the release of ${pass.status.pendingLockRelease.operationID} is still owed`);
+  }
+  next.pendingLockRelease = owed;
+}
+
+export async function retireSchemaClaim(pass: SchemaPass, retire: SchemaRetirement): Promise<void> {
+  const claim = pass.claim;
+  if (!claim) throw new Error('retireSchemaClaim: there is no claim to retire');
+  const operation = operationOf(pass, claim);
+  const pendingBefore = pass.status.pendingObservation;
+
+  await giveJobCleanupTtl(pass, claim, retire.job, { retiredEpoch: retire.retiredEpoch });
+
+  const next: PtahSchemaStatus = { ...pass.status, activeOperation: undefined };
+  retire.record?.(next);
+  const release = retirement({
+    // A Plan or Observe carries out proofs by its type; it holds the Apply's realm only while it serves one.
+    claim: { mutating: operation.mutating, servesProof: operation.carriesProof, locked: operation.holdsRealm && leaseTaken(claim), proofOutstanding: pendingBefore !== undefined },
+    disposition: retire.disposition,
+    recordHoldsRealm: true,
+    mayStillWrite: false,
+    endsProof: pendingBefore !== undefined && next.pendingObservation === undefined,
+  });
+  const owed = release === 'claim' ? owedRelease(claim) : release === 'proof' && pendingBefore ? proofRelease(pendingBefore) : undefined;
+  stageRelease(pass, next, owed);
+  await writeSchemaStatus(pass, next, retire.report);
+  pass.deps.log.info({ operationID: claim.id, type: claim.type, disposition: retire.disposition, why: retire.why, release: owed ? release : 'none' }, 'claim retired');
+  if (owed) await completeSchemaPendingLockRelease(pass);
+}
+
+/** Performs the owed release, then clears its record (the seed's completePendingLockRelease). */
+export function completeSchemaPendingLockRelease(pass: SchemaPass): Promise<boolean> {
+  return completePendingLockRelease(pass, () => writeSchemaStatus(pass, { ...pass.status, pendingLockRelease: undefined }));
+}
