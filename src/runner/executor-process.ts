@@ -23,9 +23,11 @@ export interface ExecutorCommand {
   args: string[];
 }
 
-/** `executor <operation>`: the real one (src/executor/main.ts under tsx) unless a script is given. */
+/** `executor <operation>`: the real one (src/executor/main.ts under tsx, or its build beside this module) unless a script is given. */
 export function executorCommand(operation: RunnerOperation, script?: string): ExecutorCommand {
-  const path = script ?? fileURLToPath(new URL('../executor/main.ts', import.meta.url));
+  // The executor is whatever this module is: .ts from source, .js from the build in dist/.
+  const own = import.meta.url.endsWith('.ts') ? 'main.ts' : 'main.js';
+  const path = script ?? fileURLToPath(new URL(`../executor/${own}`, import.meta.url));
   const loader = path.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
   return { file: process.execPath, args: [...loader, path, operation] };
 }

@@ -7,6 +7,10 @@
 // controller owner, the epoch, and the Pod template the admission snapshot recorded. The rest is held either to a
 // rebuild (a caller whose inputs still hold) or, once the inputs may have moved, to the labels and annotations
 // the claim fixes.
+//
+// The Job and the rebuild are each copied to plain JSON once; every later step reads those copies (asObject, never
+// another round trip) and builds what it changes by copying only the objects on the way, so nothing is written to
+// a shared part. The Pod template is normalised once, for the spec comparison and its digest alike.
 import type { V1Job } from '@kubernetes/client-node';
 import { isDigest } from './canonical.js';
 import { CLEANUP_TTL_SECONDS, type ObjectRef } from './job/build.js';
@@ -19,9 +23,9 @@ import {
   OWNER_API_VERSION,
 } from './job/metadata.js';
 import { isMutatingOperation, runnerOperationFor } from './job/operations.js';
-import { firstDifference, isPlainObject, jsonEqual, OK, plainObject, refuse, type PlainObject, type Verdict } from './job/plain.js';
+import { asObject, firstDifference, isPlainObject, jsonEqual, OK, plainObject, refuse, type PlainObject, type Verdict } from './job/plain.js';
 import { claimJobName, type Family } from './naming.js';
-import { normalizedPodSpec, snapshotProblem, templateDigestOf, type SnapshotLike } from './podintent.js';
+import { normalizedPodSpec, snapshotProblem, templateHasDigest, type SnapshotLike } from './podintent.js';
 
 export type { Verdict } from './job/plain.js';
 export { CLEANUP_TTL_SECONDS } from './job/build.js';
@@ -74,7 +78,7 @@ export function match(job: V1Job, claim: JobClaim, mode: MatchMode, binding?: Bi
   const snapshot = claim.admissionSnapshot!;
 
   const plain = plainObject(job);
-  const metadata = plainObject(plain.metadata);
+  const metadata = asObject(plain.metadata);
   const uid = typeof metadata.uid === 'string' && metadata.uid !== '' ? metadata.uid : undefined;
   const submitted = mode.kind === 'rebuild' && mode.submitted === true;
   if (!uid && !submitted) return refuse('the Job has no UID: only a Job not yet stored may lack one');
@@ -85,19 +89,20 @@ export function match(job: V1Job, claim: JobClaim, mode: MatchMode, binding?: Bi
   const ownerProblem = controllerOwnerProblem(metadata.ownerReferences, owner);
   if (ownerProblem) return refuse(ownerProblem);
   if (binding && claim.executionBindingID !== binding.epoch) return refuse('the claim was made under an execution epoch that is no longer in force');
-  if (plainObject(metadata.annotations)[JOB_ANNOTATIONS.executionBindingId] !== claim.executionBindingID) {
+  if (asObject(metadata.annotations)[JOB_ANNOTATIONS.executionBindingId] !== claim.executionBindingID) {
     return refuse('the Job runs under another execution epoch than its claim');
   }
   const normalized = withoutGeneratedIdentity(plain, uid, claim.jobName);
   if (typeof normalized === 'string') return refuse(normalized);
+  const template = asObject(asObject(normalized.spec).template);
+  const podSpec = normalizedPodSpec(asObject(template.spec));
 
   const verdict = mode.kind === 'rebuild'
-    ? matchRebuilt(plain, normalized, mode.rebuilt, submitted)
+    ? matchRebuilt(plain, normalized, podSpec, mode.rebuilt, submitted)
     : matchClaimFixed(plain, normalized, claim, family!, owner, binding);
   if (!verdict.ok) return verdict;
 
-  const template = plainObject(plainObject(normalized.spec).template);
-  if (templateDigestOf(template) !== snapshot.templateDigest) return refuse('the Job\'s Pod template is not the one the admission snapshot recorded');
+  if (!templateHasDigest(template, snapshot.templateDigest, podSpec)) return refuse('the Job\'s Pod template is not the one the admission snapshot recorded');
   return OK;
 }
 
@@ -141,12 +146,11 @@ function controllerOwnerProblem(references: unknown, owner: ClaimOwner): string 
 /**
  * The Job without what the API server generates when it stores it (the selector bound to its UID, the template
  * labels that repeat UID and name), each value held to the Job's own UID and name first. A Job without a UID
- * (submitted, not stored) may carry none of it.
+ * (submitted, not stored) may carry none of it. Its spec, template, template metadata and labels are copies
+ * (always objects); the rest is shared with `job`.
  */
 function withoutGeneratedIdentity(job: PlainObject, uid: string | undefined, name: string): PlainObject | string {
-  const copy = structuredClone(job);
-  const spec = plainObject(copy.spec);
-  copy.spec = spec;
+  const spec = { ...asObject(job.spec) };
   const generated = generatedIdentityLabels(uid ?? '', name);
   if (spec.selector !== undefined) {
     const selector = spec.selector;
@@ -161,25 +165,27 @@ function withoutGeneratedIdentity(job: PlainObject, uid: string | undefined, nam
     }
     delete spec.selector;
   }
-  const template = plainObject(spec.template);
+  const template = { ...asObject(spec.template) };
   spec.template = template;
-  const metadata = plainObject(template.metadata);
+  const metadata = { ...asObject(template.metadata) };
   template.metadata = metadata;
   if (isPlainObject(metadata.labels)) {
+    const labels = { ...metadata.labels };
     for (const [key, expected] of Object.entries(generated)) {
-      if (!(key in metadata.labels)) continue;
-      if (!uid || metadata.labels[key] !== expected) return `the Job's Pod template carries a generated identity label ${key} that is not its own`;
-      delete metadata.labels[key];
+      if (!(key in labels)) continue;
+      if (!uid || labels[key] !== expected) return `the Job's Pod template carries a generated identity label ${key} that is not its own`;
+      delete labels[key];
     }
+    metadata.labels = labels;
   }
-  return copy;
+  return { ...job, spec };
 }
 
-/** Holds the Job to the one its claim rebuilds, apart from what the API server generates. */
-function matchRebuilt(job: PlainObject, normalized: PlainObject, rebuiltJob: V1Job, submitted: boolean): Verdict {
+/** Holds the Job to the one its claim rebuilds, apart from what the API server generates; `podSpec` is its normalised Pod spec. */
+function matchRebuilt(job: PlainObject, normalized: PlainObject, podSpec: PlainObject, rebuiltJob: V1Job, submitted: boolean): Verdict {
   const rebuilt = plainObject(rebuiltJob);
-  const metadata = plainObject(job.metadata);
-  const want = plainObject(rebuilt.metadata);
+  const metadata = asObject(job.metadata);
+  const want = asObject(rebuilt.metadata);
   if (!jsonEqual(metadata.labels ?? null, want.labels ?? null)) {
     return refuse(`the Job's labels are not the ones its claim builds (first at metadata.labels${firstDifference(metadata.labels, want.labels)})`);
   }
@@ -190,7 +196,7 @@ function matchRebuilt(job: PlainObject, normalized: PlainObject, rebuiltJob: V1J
     const difference = firstDifference(withoutAssignedMetadata(metadata), withoutAssignedMetadata(want), 'metadata');
     if (difference) return refuse(`the submitted Job's metadata is not the metadata its claim builds (first at ${difference})`);
   }
-  const actual = comparableSpec(normalized);
+  const actual = comparableSpec(normalized, podSpec);
   const expected = comparableSpec(rebuilt);
   // A stored Job may have been given its cleanup TTL where the rebuild has none.
   if (!submitted && actual.ttlSecondsAfterFinished === CLEANUP_TTL_SECONDS && expected.ttlSecondsAfterFinished === undefined) {
@@ -201,10 +207,11 @@ function matchRebuilt(job: PlainObject, normalized: PlainObject, rebuiltJob: V1J
   return OK;
 }
 
-function comparableSpec(job: PlainObject): PlainObject {
-  const spec = structuredClone(plainObject(job.spec));
-  const template = plainObject(spec.template);
-  spec.template = { ...template, spec: normalizedPodSpec(plainObject(template.spec)) };
+/** The Job's spec with its Pod spec normalised (`podSpec` when the caller has it); only the top level is a copy. */
+function comparableSpec(job: PlainObject, podSpec?: PlainObject): PlainObject {
+  const spec = { ...asObject(job.spec) };
+  const template = asObject(spec.template);
+  spec.template = { ...template, spec: podSpec ?? normalizedPodSpec(asObject(template.spec)) };
   return spec;
 }
 
@@ -221,7 +228,7 @@ function withoutAssignedMetadata(metadata: PlainObject): PlainObject {
  * may have dispatched it; the template digest pins it too.
  */
 function matchClaimFixed(job: PlainObject, normalized: PlainObject, claim: JobClaim, family: Family, owner: ClaimOwner, binding?: BindingInForce): Verdict {
-  const metadata = plainObject(job.metadata);
+  const metadata = asObject(job.metadata);
   const labels = stringMap(metadata.labels);
   const annotations = stringMap(metadata.annotations);
   const labelProblem = fixedWithDeclaredExtras('label', labels, operatorLabels(family, owner.name, claim.type, claim.id));
@@ -268,10 +275,10 @@ function matchClaimFixed(job: PlainObject, normalized: PlainObject, claim: JobCl
   if (annotationProblem) return refuse(`the Job's annotations are not its claim's: ${annotationProblem}`);
 
   // The template carries what the Job carries; the template digest then pins both.
-  const templateMetadata = plainObject(plainObject(plainObject(normalized.spec).template).metadata);
+  const templateMetadata = asObject(asObject(asObject(normalized.spec).template).metadata);
   if (!jsonEqual(templateMetadata.annotations ?? null, metadata.annotations ?? null)) return refuse('the Job\'s Pod template annotations differ from the Job\'s');
   if (!jsonEqual(templateMetadata.labels ?? null, metadata.labels ?? null)) return refuse('the Job\'s Pod template labels differ from the Job\'s');
-  return jobEnvelopeVerdict(plainObject(normalized.spec));
+  return jobEnvelopeVerdict(asObject(normalized.spec));
 }
 
 /** The Job-level fields every operation Job fixes, which the Pod template digest does not cover. */
@@ -283,7 +290,7 @@ function jobEnvelopeVerdict(spec: PlainObject): Verdict {
   if (spec.ttlSecondsAfterFinished !== undefined && spec.ttlSecondsAfterFinished !== CLEANUP_TTL_SECONDS) {
     return refuse(`the Job's ttlSecondsAfterFinished is neither absent nor the cleanup TTL ${CLEANUP_TTL_SECONDS}`);
   }
-  const podSpec = plainObject(plainObject(spec.template).spec);
+  const podSpec = asObject(asObject(spec.template).spec);
   if (typeof spec.activeDeadlineSeconds !== 'number' || spec.activeDeadlineSeconds !== podSpec.activeDeadlineSeconds) {
     return refuse('the Job\'s activeDeadlineSeconds is not its Pod\'s');
   }
@@ -319,7 +326,7 @@ export function isCleanupTtlUpdate(oldJob: V1Job, newJob: V1Job): boolean {
 
 function withoutServerManaged(job: V1Job): { rest: PlainObject; ttl: unknown } {
   const { status: _status, metadata, spec, ...rest } = plainObject(job);
-  const { resourceVersion: _rv, managedFields: _fields, generation: _generation, ...meta } = plainObject(metadata);
-  const { ttlSecondsAfterFinished: ttl, ...specRest } = plainObject(spec);
+  const { resourceVersion: _rv, managedFields: _fields, generation: _generation, ...meta } = asObject(metadata);
+  const { ttlSecondsAfterFinished: ttl, ...specRest } = asObject(spec);
   return { rest: { ...rest, metadata: meta, spec: specRest }, ttl };
 }

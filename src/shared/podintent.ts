@@ -5,7 +5,7 @@ import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { digest, isDigest } from './canonical.js';
 import type { KubeClient, KubeObject } from './kube-client.js';
 import { GENERATED_IDENTITY_LABEL_KEYS, JOB_ANNOTATIONS } from './job/metadata.js';
-import { isPlainObject, plainObject, toPlain, type PlainObject } from './job/plain.js';
+import { asObject, isPlainObject, plainObject, shownCanonicallyEqual, type PlainObject, type PlainValue } from './job/plain.js';
 import { withQuantityValues } from './job/quantity.js';
 
 export const SNAPSHOT_VERSION = 'v1';
@@ -77,17 +77,53 @@ export function normalizedPodSpec(spec: PlainObject): PlainObject {
  * identity and without the snapshot-digest annotation (the snapshot holds this digest, so it cannot cover itself).
  */
 export function templateDigestOf(template: V1PodTemplateSpec): string {
-  const plain = plainObject(template);
-  const metadata = plainObject(plain.metadata);
+  return digest(digestBody(plainObject(template)));
+}
+
+/**
+ * Whether a template that is plain already hashes to `templateDigest`, as templateDigestOf computes it; `spec` is
+ * normalizedPodSpec of its spec, for a caller that has it (jobclaim.match compares it too). Writes neither.
+ */
+export function templateHasDigest(template: PlainObject, templateDigest: string, spec?: PlainObject): boolean {
+  return hashesTo(digestBody(template, spec), templateDigest);
+}
+
+/** Values shown to hash to a digest (templates, snapshot bodies), by that digest; the oldest is forgotten first. */
+const hashed = new Map<string, PlainValue>();
+const HASHED_MAX = 256;
+
+/**
+ * `digest(value) === expected`. A value once shown to hash to a digest is kept under it, so the same template or
+ * snapshot judged again (each read-back, each admission of one claim's Job) is shown to be that value by one walk
+ * instead of hashing its canonical JSON; the same canonical JSON is the same digest, so the answer is the one
+ * hashing gives. Only a value that does hash to its key is kept.
+ */
+function hashesTo(value: PlainValue, expected: string): boolean {
+  const known = hashed.get(expected);
+  if (known !== undefined && shownCanonicallyEqual(known, value)) return true;
+  if (digest(value) !== expected) return false;
+  if (known === undefined) {
+    if (hashed.size >= HASHED_MAX) hashed.delete(hashed.keys().next().value!);
+    hashed.set(expected, structuredClone(value));
+  }
+  return true;
+}
+
+/** What a template's digest is taken over; shares what it does not change with `template`. */
+function digestBody(template: PlainObject, spec: PlainObject = normalizedPodSpec(asObject(template.spec))): PlainObject {
+  const metadata = { ...asObject(template.metadata) };
   if (isPlainObject(metadata.labels)) {
-    for (const key of GENERATED_IDENTITY_LABEL_KEYS) delete metadata.labels[key];
-    if (Object.keys(metadata.labels).length === 0) delete metadata.labels;
+    const labels = { ...metadata.labels };
+    for (const key of GENERATED_IDENTITY_LABEL_KEYS) delete labels[key];
+    if (Object.keys(labels).length === 0) delete metadata.labels;
+    else metadata.labels = labels;
   }
   if (isPlainObject(metadata.annotations)) {
-    delete metadata.annotations[JOB_ANNOTATIONS.admissionSnapshotDigest];
-    if (Object.keys(metadata.annotations).length === 0) delete metadata.annotations;
+    const { [JOB_ANNOTATIONS.admissionSnapshotDigest]: _snapshot, ...annotations } = metadata.annotations;
+    if (Object.keys(annotations).length === 0) delete metadata.annotations;
+    else metadata.annotations = annotations;
   }
-  return digest({ ...plain, metadata, spec: normalizedPodSpec(plainObject(plain.spec)) });
+  return { ...template, metadata, spec };
 }
 
 /** The admission snapshot of a claim's Pod template (the seed's podintent.Resolve). */
@@ -113,7 +149,7 @@ export function snapshotProblem(snapshot: SnapshotLike | undefined): string | un
   if (!isDigest(snapshot.templateDigest) || !isDigest(snapshot.digest)) return 'the admission snapshot holds a malformed digest';
   const { digest: recorded, ...body } = plainObject(snapshot);
   if (typeof body.serviceAccount !== 'string' || body.serviceAccount === '') return 'the admission snapshot names no ServiceAccount';
-  if (digest(toPlain(body)) !== recorded) return 'the admission snapshot does not hash to its recorded digest';
+  if (typeof recorded !== 'string' || !hashesTo(body, recorded)) return 'the admission snapshot does not hash to its recorded digest';
   return undefined;
 }
 

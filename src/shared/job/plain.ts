@@ -1,6 +1,6 @@
 // Kubernetes objects as plain JSON data, the form every comparison in the project is made on: a Job read through
 // @kubernetes/client-node (class instances, Date objects) and one decoded from an AdmissionReview compare equal.
-import { CanonicalJsonError, canonicalJson } from '../canonical.js';
+import { CanonicalJsonError, canonicalJson, MAX_CANONICAL_DEPTH } from '../canonical.js';
 
 export type PlainValue = null | boolean | number | string | PlainValue[] | PlainObject;
 export interface PlainObject {
@@ -13,12 +13,16 @@ export const OK: Verdict = { ok: true };
 export const refuse = (reason: string): Verdict => ({ ok: false, reason });
 
 /**
- * Plain JSON of `value`; a null property is absent, as the API server treats an unset field. A value too deeply
- * nested to copy (only a hostile request holds one) is refused with a CanonicalJsonError, as a value with no
- * canonical form is, rather than escaping as the RangeError of an exhausted stack.
+ * Plain JSON of `value`, as a JSON round trip gives it; a null property is absent, as the API server treats an
+ * unset field. A value too deeply nested to copy (only a hostile request holds one) is refused with a
+ * CanonicalJsonError, as a value with no canonical form is, rather than escaping as the RangeError of an exhausted
+ * stack. Data that is JSON already (a decoded AdmissionReview, a built Job) is copied by one walk; anything else
+ * takes the round trip itself.
  */
 export function toPlain(value: unknown): PlainValue | undefined {
   if (value === undefined) return undefined;
+  const copied = copyData(value, 0);
+  if (copied !== NOT_DATA) return copied;
   try {
     return dropNullProperties(JSON.parse(JSON.stringify(value)) as PlainValue);
   } catch (e) {
@@ -27,10 +31,67 @@ export function toPlain(value: unknown): PlainValue | undefined {
   }
 }
 
+/** What copyData leaves to the JSON round trip. */
+const NOT_DATA = Symbol('not JSON data');
+
+/**
+ * The round trip's result by one walk, for a value made only of what JSON.stringify writes as it stands: objects
+ * with a plain prototype, arrays, strings, booleans, numbers, null and undefined (a non-finite number and an
+ * undefined or missing array item become null, -0 becomes 0, a null property is dropped). NOT_DATA for anything
+ * whose JSON form another rule decides (a toJSON, a class instance, a function, a symbol, a bigint) and for
+ * nesting deeper than canonical JSON allows, where the round trip's own limits answer.
+ */
+function copyData(value: unknown, depth: number): PlainValue | typeof NOT_DATA {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) ? value + 0 : null;
+    case 'undefined':
+      return null;
+    case 'object': {
+      if (value === null) return null;
+      if (depth === MAX_CANONICAL_DEPTH || typeof (value as { toJSON?: unknown }).toJSON === 'function') return NOT_DATA;
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (Array.isArray(value)) {
+        if (proto !== Array.prototype) return NOT_DATA;
+        const out: PlainValue[] = [];
+        for (let i = 0; i < value.length; i++) {
+          const item = copyData(value[i], depth + 1);
+          if (item === NOT_DATA) return NOT_DATA;
+          out.push(item);
+        }
+        return out;
+      }
+      if (proto !== Object.prototype && proto !== null) return NOT_DATA;
+      const record = value as Record<string, unknown>;
+      const out: PlainObject = {};
+      for (const key of Object.keys(record)) {
+        const child = copyData(record[key], depth + 1);
+        if (child === NOT_DATA) return NOT_DATA;
+        // The same assignment dropNullProperties makes, so even a `__proto__` key ends where the round trip puts it.
+        if (child !== null) out[key] = child;
+      }
+      return out;
+    }
+    default:
+      return NOT_DATA;
+  }
+}
+
 /** `toPlain` of something that must be an object (a Job, a template); `{}` when it is absent. */
 export function plainObject(value: unknown): PlainObject {
   const plain = toPlain(value);
   return isPlainObject(plain) ? plain : {};
+}
+
+/**
+ * A part of a value that is plain already, as an object (`{}` when it is none): what `plainObject` gives for it,
+ * without the copy. The result is shared with `value`, so it is read, never written.
+ */
+export function asObject(value: PlainValue | undefined): PlainObject {
+  return isPlainObject(value) ? value : {};
 }
 
 export function isPlainObject(value: unknown): value is PlainObject {
@@ -45,8 +106,64 @@ function dropNullProperties(value: PlainValue): PlainValue {
   return out;
 }
 
+/**
+ * Whether `a` and `b` have the same canonical JSON; throws the CanonicalJsonError canonicalJson would for a value
+ * that has none. Equal values are recognised by one walk of both (no string is built); anything else (a
+ * difference, or a part canonicalJson refuses) is decided by comparing the canonical JSON itself, so the answer and
+ * the error are canonicalJson's in every case.
+ */
 export function jsonEqual(a: unknown, b: unknown): boolean {
-  return canonicalJson(a) === canonicalJson(b);
+  return shownCanonicallyEqual(a, b) || canonicalJson(a) === canonicalJson(b);
+}
+
+/**
+ * True only when canonicalJson accepts both values and writes the same text for them: the rules of its `write`
+ * (finite numbers, well-formed strings and keys, plain prototypes, undefined properties absent, no undefined
+ * array item, the depth bound) checked on both sides as the walk compares. False means "not shown equal".
+ */
+export function shownCanonicallyEqual(a: unknown, b: unknown, depth = 0): boolean {
+  if (a === null) return b === null;
+  switch (typeof a) {
+    case 'boolean':
+      return a === b;
+    case 'number':
+      return a === b && Number.isFinite(a);
+    case 'string':
+      return a === b && a.isWellFormed();
+    case 'object': {
+      if (typeof b !== 'object' || b === null || depth === MAX_CANONICAL_DEPTH) return false;
+      if (Array.isArray(a)) {
+        if (!Array.isArray(b) || a.length !== b.length) return false;
+        for (let i = 0; i < a.length; i++) {
+          const x: unknown = a[i];
+          const y: unknown = b[i];
+          // An undefined item (or a hole) is left to canonicalJson, which refuses or spells it.
+          if (x === undefined || y === undefined || !shownCanonicallyEqual(x, y, depth + 1)) return false;
+        }
+        return true;
+      }
+      if (Array.isArray(b) || !isPlainPrototype(a) || !isPlainPrototype(b)) return false;
+      const left = a as Record<string, unknown>;
+      const right = b as Record<string, unknown>;
+      let keys = 0;
+      for (const key of Object.keys(left)) {
+        const x = left[key];
+        if (x === undefined) continue;
+        keys++;
+        // hasOwn: an inherited member of `b` (`constructor`, `__proto__`) is not a property it has.
+        if (!key.isWellFormed() || !Object.hasOwn(right, key) || !shownCanonicallyEqual(x, right[key], depth + 1)) return false;
+      }
+      for (const key of Object.keys(right)) if (right[key] !== undefined) keys--;
+      return keys === 0;
+    }
+    default:
+      return false;
+  }
+}
+
+function isPlainPrototype(value: object): boolean {
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
 }
 
 // Fields of the core shapes a resource passes through (resources, affinity, tolerations, ...) that are Go maps:
@@ -88,4 +205,11 @@ export function firstDifference(a: unknown, b: unknown, path = ''): string | und
     }
   }
   return path || '(the whole value)';
+}
+
+declare global {
+  interface String {
+    /** ES2024 (Node 20 has it): false when the string holds a lone UTF-16 surrogate. The project's lib is ES2023. */
+    isWellFormed(): boolean;
+  }
 }

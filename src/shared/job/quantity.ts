@@ -34,33 +34,39 @@ function gcd(a: bigint, b: bigint): bigint {
 }
 
 /**
- * A copy of a plain Pod spec with every quantity it can hold (container resources, emptyDir size limits, Pod
- * overhead) replaced by its value. A string that is no quantity is left as it is, so it only equals itself.
+ * A plain Pod spec with every quantity it can hold (container resources, emptyDir size limits, Pod overhead)
+ * replaced by its value. A string that is no quantity is left as it is, so it only equals itself. Only the objects
+ * on the way to a quantity are copied; the rest is shared with `podSpec`, so neither is written afterwards.
  */
 export function withQuantityValues(podSpec: PlainObject): PlainObject {
-  const spec = structuredClone(podSpec);
+  const spec = { ...podSpec };
   for (const list of ['containers', 'initContainers', 'ephemeralContainers']) {
     const containers = spec[list];
     if (!Array.isArray(containers)) continue;
-    for (const container of containers) {
-      if (!isPlainObject(container) || !isPlainObject(container.resources)) continue;
-      for (const kind of ['limits', 'requests']) replaceValues(container.resources[kind]);
-    }
+    spec[list] = containers.map((container) => {
+      if (!isPlainObject(container) || !isPlainObject(container.resources)) return container;
+      const resources = { ...container.resources };
+      for (const kind of ['limits', 'requests']) {
+        const amounts = resources[kind];
+        if (isPlainObject(amounts)) resources[kind] = withValues(amounts);
+      }
+      return { ...container, resources };
+    });
   }
   if (Array.isArray(spec.volumes)) {
-    for (const volume of spec.volumes) {
-      if (isPlainObject(volume) && isPlainObject(volume.emptyDir) && volume.emptyDir.sizeLimit !== undefined) {
-        volume.emptyDir.sizeLimit = valueOf(volume.emptyDir.sizeLimit);
-      }
-    }
+    spec.volumes = spec.volumes.map((volume) =>
+      isPlainObject(volume) && isPlainObject(volume.emptyDir) && volume.emptyDir.sizeLimit !== undefined
+        ? { ...volume, emptyDir: { ...volume.emptyDir, sizeLimit: valueOf(volume.emptyDir.sizeLimit) } }
+        : volume);
   }
-  replaceValues(spec.overhead);
+  if (isPlainObject(spec.overhead)) spec.overhead = withValues(spec.overhead);
   return spec;
 }
 
-function replaceValues(list: PlainValue | undefined): void {
-  if (!isPlainObject(list)) return;
-  for (const [name, quantity] of Object.entries(list)) list[name] = valueOf(quantity);
+function withValues(amounts: PlainObject): PlainObject {
+  const out: PlainObject = {};
+  for (const [name, quantity] of Object.entries(amounts)) out[name] = valueOf(quantity);
+  return out;
 }
 
 function valueOf(quantity: PlainValue): PlainValue {

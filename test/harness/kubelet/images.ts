@@ -21,21 +21,30 @@ export type ImageMap = ReadonlyMap<string, LocalImage>;
 export const NONROOT = { uid: 65532, gid: 65532 } as const;
 
 export const RUNNER_IMAGE = 'ptah-runner:dev';
+/** Another name for the same runner: a manager configured with it installs a new execution-binding epoch. */
+export const RUNNER_IMAGE_NEXT = 'localhost/ptah-runner:next';
 
 /** Where the repository appears inside the runner image, as the application would in a real one. */
 const APP_DIR = '/opt/ptah-operator';
 const FIXTURES_DIR = '/opt/ptah-fixtures';
 
-/** Images every stack knows: the operator's runner, and small fixtures for the harness's own tests. */
-export function defaultImages(repoRoot = REPO_ROOT): ImageMap {
-  return new Map<string, LocalImage>([
-    [RUNNER_IMAGE, {
+/**
+ * Images every stack knows: the operator's runner, and small fixtures for the harness's own tests. The runner runs
+ * from source under tsx, or with `runner: 'compiled'` from the build in dist/ under plain node, as in production.
+ */
+export function defaultImages(repoRoot = REPO_ROOT, runner: 'source' | 'compiled' = 'source'): ImageMap {
+  const runnerImage: LocalImage = runner === 'compiled'
+    ? { command: [process.execPath, `${APP_DIR}/dist/src/runner/main.js`], user: NONROOT, layers: [{ source: repoRoot, target: APP_DIR }] }
+    : {
       command: [process.execPath, '--import', `file://${APP_DIR}/node_modules/tsx/dist/loader.mjs`, `${APP_DIR}/src/runner/main.ts`],
       user: NONROOT,
       // tsx's cache lives in the temp dir, which a readOnlyRootFilesystem container cannot write (tsx then hangs).
       env: { TSX_DISABLE_CACHE: '1' },
       layers: [{ source: repoRoot, target: APP_DIR }],
-    }],
+    };
+  return new Map<string, LocalImage>([
+    [RUNNER_IMAGE, runnerImage],
+    [RUNNER_IMAGE_NEXT, runnerImage],
     // `args` is the script: ["echo hi; sleep 1"].
     ['ptah-fixture/sh:test', { command: ['/bin/sh', '-c'] }],
     ['ptah-fixture/job-script:test', {
