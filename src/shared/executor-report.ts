@@ -16,6 +16,8 @@ export interface ExecutorError {
 export const REFUSED_BEFORE_WRITING = {
   /** Another realm holds the database writer lock (src/executor/writer-lock.ts). */
   databaseHeldByOtherRealm: 'database_held_by_other_realm',
+  /** A schema Apply found the target no longer reads as its plan found it (drift since the plan), before any statement. */
+  targetChanged: 'target_changed',
 } as const;
 
 export function isRefusedBeforeWriting(code: string | undefined): boolean {

@@ -2,6 +2,7 @@
 // an additive change with a fresh approval (the old one goes Stale), a destructive change held Blocked.
 import t from 'tap';
 import { leaseNameFor } from '../../src/shared/realm.js';
+import { sleep } from '../harness/wait.js';
 import { leaseHolding } from './migration-world.js';
 import { schemaJobsOf, schemaWorld } from './schema-world.js';
 
@@ -42,4 +43,46 @@ t.test('a first apply from an empty database converges, proven by a fresh readin
   t.equal(holder, undefined, 'the realm is handed back');
   t.equal(synced.status?.conditions?.find((c) => c.type === 'Ready')?.reason, 'ScopedConverged');
   t.equal(schemaJobsOf(w, 'apply', 'catalog').length, 1, 'one Apply Job was ever created');
+});
+
+t.test('a plan that changes privileges needs an approval even under Always; a locking one shows its locking statements to the approver', async (t) => {
+  const w = await schemaWorld(t);
+  const db = await w.database('schema_privileges');
+  const role = `ptah_reader_${db.name.slice(-8)}`;
+  await w.sql(db, `CREATE ROLE ${role} NOLOGIN`);
+  t.teardown(() => w.sql(db, `DROP OWNED BY ${role}; DROP ROLE ${role}`).then(() => undefined, () => undefined));
+  const secret = await w.installSample(db);
+  await w.desired('catalog-r1', R1);
+  await w.desired('catalog-r2', `${R1}GRANT SELECT ON products TO ${role};\n`);
+  await w.desired('catalog-r3', `${R1.replace('title text NOT NULL', 'title text NOT NULL,\n  note text')}GRANT SELECT ON products TO ${role};\nCREATE INDEX products_title_idx ON products (title);\n`);
+  await w.startController();
+  await w.createSchema({ name: 'catalog', artifact: 'catalog-r1', secret, apply: 'Always' });
+  await w.waitFor('catalog', 'r1 applied without an approval under Always', (s) => (s.status?.phase === 'InSync' && s.status.applied ? s : undefined));
+  t.same(await w.tables(db), ['products'], 'fixture: r1 converged');
+
+  await w.admin.patch(w.ref('PtahSchema', 'catalog'), { spec: { desired: { configMapRef: { name: 'catalog-r2' } } } }, 'merge');
+  const awaiting = await w.waitFor('catalog', 'the privilege-changing plan awaiting approval', (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan ? s : undefined));
+  t.equal(awaiting.status?.plan?.privilegeChanging, true, 'the plan is marked privilege-changing');
+  t.equal(awaiting.status?.conditions?.find((c) => c.type === 'Ready')?.reason, 'PrivilegeChanges', 'it says why it waits under Always');
+  const plan = await w.plan('catalog');
+  t.equal(plan.spec.privilegeChanging, true, 'the PtahSchemaPlan records it');
+  await sleep(3_000);
+  t.equal(schemaJobsOf(w, 'apply', 'catalog').length, 1, 'no Apply ran for it without an approval');
+  const before = await w.sql<{ granted: boolean }>(db, `SELECT has_table_privilege('${role}', 'products', 'SELECT') AS granted`);
+  t.equal(before[0]?.granted, false, 'the grant is not there yet');
+  await w.approve('catalog');
+  await w.waitFor('catalog', 'the grant applied and proven', (s) => (s.status?.phase === 'InSync' && s.status.applied?.planRef.uid === plan.metadata.uid ? s : undefined));
+  const after = await w.sql<{ granted: boolean }>(db, `SELECT has_table_privilege('${role}', 'products', 'SELECT') AS granted`);
+  t.equal(after[0]?.granted, true, 'the grant exists once approved');
+
+  await w.admin.patch(w.ref('PtahSchema', 'catalog'), { spec: { policy: { apply: 'OnApproval' }, desired: { configMapRef: { name: 'catalog-r3' } } } }, 'merge');
+  const locking = await w.waitFor('catalog', 'the locking plan awaiting approval', (s) =>
+    (s.status?.phase === 'AwaitingApproval' && s.status.plan && s.status.plan.uid !== plan.metadata.uid ? s : undefined));
+  t.ok((locking.status?.plan?.lockingStatementCount ?? 0) > 0, 'the status counts its locking statements');
+  t.match(locking.status?.conditions?.find((c) => c.type === 'Ready')?.message, /rewrite, scan or lock a table/, 'and says so to the approver');
+  t.equal(locking.status?.plan?.privilegeChanging, false, 'a plan that keeps the grant changes no privileges');
+  const lockingPlan = await w.plan('catalog');
+  t.equal(lockingPlan.spec.lockingStatementCount, locking.status?.plan?.lockingStatementCount, 'the PtahSchemaPlan records the same count');
+  const applies = await w.applies(db);
+  t.equal(new Set(applies.map((a) => a.planContentDigest)).size, applies.length, 'no plan content was applied twice');
 });

@@ -221,3 +221,28 @@ export async function schemaWorld(t: Test): Promise<SchemaWorld> {
   });
   return world;
 }
+
+/** A PtahSchemaApproval as stored now. */
+export const approvalNamed = (w: SchemaWorld, name: string): Promise<PtahSchemaApproval> => w.admin.get<PtahSchemaApproval>(w.ref('PtahSchemaApproval', name));
+
+/** An approval's condition of `type`, if it has one. */
+export const approvalConditionOf = (a: PtahSchemaApproval, type: string) => a.status?.conditions?.find((c) => c.type === type);
+
+/** Points `name`'s spec.desired at another desired-schema ConfigMap. */
+export async function switchDesired(w: SchemaWorld, name: string, artifact: string): Promise<void> {
+  await w.admin.patch(w.ref('PtahSchema', name), { spec: { desired: { configMapRef: { name: artifact } } } }, 'merge');
+}
+
+/** Every stored version of the namespace's PtahSchemas (or of `name` alone) from now on, in the order stored. */
+export async function watchSchemas(t: Test, w: SchemaWorld, name?: string): Promise<PtahSchema[]> {
+  const states: PtahSchema[] = [];
+  const informer = new Informer<PtahSchema>({ kubeConfig: cluster.kubeConfig('admin'), apiVersion: API_VERSION, kind: KINDS.PtahSchema.kind,
+    namespace: w.ns, ...(name ? { fieldSelector: `metadata.name=${name}` } : {}), logger: testLogger() });
+  const keep = (s: PtahSchema) => void states.push(structuredClone(s));
+  informer.on('add', keep);
+  informer.on('update', keep);
+  informer.start();
+  await informer.waitForSync();
+  t.teardown(() => informer.stop());
+  return states;
+}

@@ -84,6 +84,11 @@ const cases: Case[] = [
     code: 'database_held_by_other_realm', flags: [false, false], content: ['statementsExecuted', 'physicalIdentityDigest', 'physicalIdentityKind'],
   },
   {
+    name: 'an apply that found the target drifted since its plan changed nothing', operation: 'apply',
+    run: run({ ...refusedApply, error: { code: 'target_changed', message: 'the target schema changed after this plan was computed' } }, { exitCode: 1 }),
+    code: 'target_changed', flags: [false, false], content: ['statementsExecuted', 'physicalIdentityDigest', 'physicalIdentityKind'],
+  },
+  {
     name: 'another apply error that says nothing changed is still uncertain', operation: 'apply',
     run: run({ ...refusedApply, error: { code: 'lock_timeout', message: 'm' } }, { exitCode: 1 }), code: 'lock_timeout', flags: [true, true],
   },

@@ -9,7 +9,6 @@ import { mkdir, readFile, readdir, writeFile, copyFile } from 'node:fs/promises'
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { generateCertificates } from '../../certs/generate.js';
 import { applyManifestFile } from '../../test/harness/manifests.js';
@@ -20,11 +19,13 @@ import { registerWebhooks } from '../../test/harness/webhooks.js';
 import { defaultImages, RUNNER_IMAGE } from '../../test/harness/kubelet/images.js';
 import { API_VERSION, INSTALL, KINDS } from '../../src/shared/api/names.js';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
+import type { PtahSchema } from '../../src/shared/api/schema-kinds.js';
 import { registerResource, restClient, type KubeClient, type KubeObject } from '../../src/shared/kube-client.js';
 
 const LOCAL_DIR = join(REPO_ROOT, '.local');
 const DEMO_NAMESPACE = 'ptah-demo';
 const SAMPLE = 'examples/ptahmigration-orders.yaml';
+const SCHEMA_SAMPLE = 'examples/ptahschema-catalog.yaml';
 
 const say = (line: string): void => {
   process.stdout.write(`[local] ${line}\n`);
@@ -115,20 +116,22 @@ async function run(stack: Stack): Promise<ChildProcess> {
   await registerWebhooks(base, ca, { answered: () => answered, probe, name: 'ptah-local', cluster });
   say(`manager serving admission at ${base}; its log is ${managerLog}`);
 
-  await applySample(client, pgUrl);
+  await prepareNamespace(client);
+  await applySample(client, pgUrl, SCHEMA_SAMPLE, 'catalog');
+  await applySample(client, pgUrl, SAMPLE, 'orders');
   say('');
-  say('Point kubectl at it:   source .local/env && kubectl get ptahmigrations -A');
+  say('Point kubectl at it:   source .local/env && kubectl get ptahschemas,ptahmigrations -A');
   say(`PostgreSQL superuser:  $PTAH_LOCAL_PG_URL (in .local/env)`);
   say('');
-  await followSample(client, stack.controlPlane.kubeConfig('approver'));
-  say('the sample converged; the stack keeps running until Ctrl-C');
+  const approver = await restClient(stack.controlPlane.kubeConfig('approver'));
+  await Promise.all([followSchemaSample(client, approver), followSample(client, approver)]);
+  say('both samples converged; the stack keeps running until Ctrl-C');
   return manager;
 }
 
-/** The sample's objects into the demo namespace, its Secret pointed at a fresh database on the local server. */
-async function applySample(client: KubeClient, pgUrl: string): Promise<void> {
+/** The approver identity (group ptah-approvers) may approve in the demo namespace, as an installation grants it. */
+async function prepareNamespace(client: KubeClient): Promise<void> {
   await client.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: DEMO_NAMESPACE } }).catch(() => undefined);
-  // The approver identity (group ptah-approvers) may approve in the demo namespace, as an installation grants it.
   registerResource('rbac.authorization.k8s.io/v1', 'RoleBinding', { plural: 'rolebindings', namespaced: true });
   await client.create({
     apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -137,15 +140,19 @@ async function applySample(client: KubeClient, pgUrl: string): Promise<void> {
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: INSTALL.approverRole },
     subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'ptah-approvers' }],
   } as KubeObject);
-  const db = await createTestDatabase(pgUrl, 'orders');
-  const docs = parseAllDocuments(await readFile(join(REPO_ROOT, SAMPLE), 'utf8')).map((d) => d.toJS() as KubeObject & { stringData?: Record<string, string> });
+}
+
+/** A sample's objects into the demo namespace, its Secret pointed at a fresh database on the local server. */
+async function applySample(client: KubeClient, pgUrl: string, sample: string, database: string): Promise<void> {
+  const db = await createTestDatabase(pgUrl, database);
+  const docs = parseAllDocuments(await readFile(join(REPO_ROOT, sample), 'utf8')).map((d) => d.toJS() as KubeObject & { stringData?: Record<string, string> });
   for (const doc of docs) {
     if (!doc) continue;
     doc.metadata = { ...doc.metadata, namespace: DEMO_NAMESPACE };
     if (doc.kind === 'Secret' && doc.stringData) doc.stringData.url = db.url;
     await client.create(doc);
   }
-  say(`applied ${SAMPLE} in namespace ${DEMO_NAMESPACE} (database ${db.name})`);
+  say(`applied ${sample} in namespace ${DEMO_NAMESPACE} (database ${db.name})`);
 }
 
 /**
@@ -164,8 +171,7 @@ async function build(): Promise<void> {
 }
 
 /** Follows the sample through its lifecycle, approving its plan as the approver identity. */
-async function followSample(client: KubeClient, approverConfig: KubeConfig): Promise<void> {
-  const approver = await restClient(approverConfig);
+async function followSample(client: KubeClient, approver: KubeClient): Promise<void> {
   const ref = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: DEMO_NAMESPACE, name: 'orders' };
   let lastPhase = '';
   let approvedPlan = '';
@@ -188,6 +194,35 @@ async function followSample(client: KubeClient, approverConfig: KubeConfig): Pro
     }
     if (s.phase === 'InSync' && s.lastRun?.outcome === 'Applied') {
       say(`orders: applied ${s.lastRun.appliedVersions?.join(', ')} in Job ${s.lastRun.jobName}; history at version ${s.history?.currentVersion}`);
+      return true;
+    }
+    return undefined;
+  }, 300_000);
+}
+
+/** Follows the sample schema through observe, plan, approval, apply and the proof, approving its plan. */
+async function followSchemaSample(client: KubeClient, approver: KubeClient): Promise<void> {
+  const ref = { apiVersion: API_VERSION, kind: KINDS.PtahSchema.kind, namespace: DEMO_NAMESPACE, name: 'catalog' };
+  let lastPhase = '';
+  let approvedPlan = '';
+  await waitFor('the sample PtahSchema to converge', async () => {
+    const schema = await client.get<PtahSchema>(ref);
+    const s = schema.status ?? {};
+    const ready = s.conditions?.find((c) => c.type === 'Ready');
+    const phase = `${s.phase ?? 'Pending'}${ready?.reason ? ` (${ready.reason})` : ''}`;
+    if (phase !== lastPhase) say(`catalog: ${(lastPhase = phase)}`);
+    if (s.phase === 'AwaitingApproval' && s.plan && s.plan.name !== approvedPlan) {
+      await approver.create({
+        apiVersion: API_VERSION,
+        kind: KINDS.PtahSchemaApproval.kind,
+        metadata: { generateName: 'catalog-approval-', namespace: DEMO_NAMESPACE },
+        spec: { schemaRef: { name: 'catalog', uid: schema.metadata.uid }, planRef: { name: s.plan.name, uid: s.plan.uid }, planFingerprint: s.plan.fingerprint },
+      });
+      approvedPlan = s.plan.name;
+      say(`approved plan ${s.plan.name} (${s.plan.statementCount} statements) as the approver identity`);
+    }
+    if (s.phase === 'InSync' && s.applied) {
+      say(`catalog: plan ${s.applied.planRef.name} applied by operation ${s.applied.operationID} and proven converged by a fresh reading`);
       return true;
     }
     return undefined;

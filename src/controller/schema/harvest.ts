@@ -6,6 +6,7 @@ import type { V1Job } from '@kubernetes/client-node';
 import { parseDuration } from '../../shared/api/duration.js';
 import type { PtahSchemaStatus, SchemaTargetStatus } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
+import { ApiError } from '../../shared/kube-client.js';
 import type { RunnerResult } from '../../shared/runner-protocol.js';
 import { readOperationFrame } from '../evidence.js';
 import { markSchemaPlanApprovalsStale } from './approval.js';
@@ -17,6 +18,9 @@ import { planPolicyReport } from './policy.js';
 import { retireSchemaClaim } from './retire.js';
 
 const MAX_MESSAGE = 1024;
+
+/** A 4xx other than a conflict or a throttle: the request itself was refused. */
+const refusedOutright = (e: ApiError): boolean => e.code !== undefined && e.code >= 400 && e.code < 500 && e.code !== 409 && e.code !== 429;
 
 const errorOf = (result: { error?: { code: string; message: string } }): string | undefined => result.error && `${result.error.code}: ${result.error.message}`.slice(0, MAX_MESSAGE);
 
@@ -157,7 +161,9 @@ export async function harvestSchemaPlan(pass: SchemaPass, claim: ActiveOperation
     try {
       plan = await publishSchemaPlan(pass, claim, result.plan!, result.planContentDigest!, result.targetIdentityDigest);
     } catch (e) {
-      if (!(e instanceof PlanError)) throw e;
+      // A publication the API server refuses outright (admission, validation) is not cured by waiting: the reading
+      // runs again, and its new attempt publishes a plan of its own.
+      if (!(e instanceof PlanError) && !(e instanceof ApiError && refusedOutright(e))) throw e;
       return retrySchemaReading(pass, `the plan could not be published: ${e.message}`);
     }
     published = currentPlanStatus(plan, proving ? 'NotConverged' : undefined);

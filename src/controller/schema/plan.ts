@@ -26,11 +26,16 @@ export class ProjectionConflict extends Error {
   override name = 'ProjectionConflict';
 }
 
-/** Everything a plan's fingerprint binds: its spec without its name-derived chunks, its producer and its time. */
-type BoundSpec = Omit<PtahSchemaPlanSpec, 'fingerprint' | 'chunks' | 'producedBy' | 'createdAt'>;
+/**
+ * Everything a plan's fingerprint binds: its spec without its name-derived chunks and its time. The Plan operation
+ * that computed it is bound too: each computation publishes its own plan, so a publication is only ever resumed by
+ * the operation that began it (the one the controller-write webhook admits its chunks for), and an approval never
+ * carries over to a plan computed again.
+ */
+type BoundSpec = Omit<PtahSchemaPlanSpec, 'fingerprint' | 'chunks' | 'createdAt'>;
 
 function boundOf(spec: PtahSchemaPlanSpec): BoundSpec {
-  const { fingerprint: _f, chunks: _c, producedBy: _p, createdAt: _t, ...bound } = spec;
+  const { fingerprint: _f, chunks: _c, createdAt: _t, ...bound } = spec;
   return bound;
 }
 
@@ -42,7 +47,7 @@ const planRef = (pass: SchemaPass, name: string) => ({ apiVersion: API_VERSION, 
 const chunkRef = (pass: SchemaPass, name: string) => ({ apiVersion: API_VERSION, kind: KINDS.PtahSchemaPlanChunk.kind, namespace: pass.namespace, name });
 
 /** What a plan computed now would bind, from the status (and the reading's database). */
-function bindingsNow(pass: SchemaPass, targetIdentityDigest: string | undefined): Omit<BoundSpec, 'contentDigest' | 'size' | 'statementCount' | 'destructive' | 'privilegeChanging' | 'lockingStatementCount' | 'transactional' | 'actualStateFingerprint'> | undefined {
+function bindingsNow(pass: SchemaPass, targetIdentityDigest: string | undefined): Omit<BoundSpec, 'contentDigest' | 'size' | 'statementCount' | 'destructive' | 'privilegeChanging' | 'lockingStatementCount' | 'transactional' | 'actualStateFingerprint' | 'producedBy'> | undefined {
   const { artifact, executionBinding } = pass.status;
   if (!artifact || !executionBinding || !targetIdentityDigest) return undefined;
   return {
@@ -75,7 +80,7 @@ export function currentPlanStatus(plan: PtahSchemaPlan, approvalRequiredBecause?
 /**
  * Publishes the plan a harvested Plan operation computed (the seed's publishPlan): the PtahSchemaPlan, then each
  * PtahSchemaPlanChunk. It resumes and never transacts: an object already stored under its name must be exactly the
- * one this publication would write (the producer and time aside), or the publication fails.
+ * one this publication would write (its time aside), or the publication fails.
  */
 export async function publishSchemaPlan(pass: SchemaPass, claim: ActiveOperation, document: SchemaPlanDocument, contentDigest: string, targetIdentityDigest: string): Promise<PtahSchemaPlan> {
   const bytes = Buffer.from(canonicalJson(document), 'utf8');
@@ -99,6 +104,7 @@ export async function publishSchemaPlan(pass: SchemaPass, claim: ActiveOperation
     lockingStatementCount: document.lockingStatements.length,
     transactional: document.transactional,
     actualStateFingerprint: document.actualStateFingerprint,
+    producedBy: { operationID: claim.id, jobName: claim.jobName },
   };
   const fingerprint = fingerprintOf(bound);
   const name = planNameFor(fingerprint);
@@ -112,7 +118,7 @@ export async function publishSchemaPlan(pass: SchemaPass, claim: ActiveOperation
       labels: { [LABELS.schema]: pass.name },
       ownerReferences: [{ apiVersion: API_VERSION, kind: KINDS.PtahSchema.kind, name: pass.name, uid: pass.uid, controller: true, blockOwnerDeletion: true }],
     },
-    spec: { ...bound, fingerprint, chunks, producedBy: { operationID: claim.id, jobName: claim.jobName }, createdAt: pass.nowIso() },
+    spec: { ...bound, fingerprint, chunks, createdAt: pass.nowIso() },
   };
   const stored = await createOrFind(pass, plan, (found) => {
     if (found.metadata.deletionTimestamp) return 'it is being deleted';

@@ -1,7 +1,7 @@
 // `observe`, `plan` and `apply` for a declarative schema.
 import { readFileSync } from 'node:fs';
 import { digest, isDigest } from '../../shared/canonical.js';
-import type { ApplyReport, ObserveReport, PlanReport, SchemaPlanDocument } from '../../shared/executor-report.js';
+import { REFUSED_BEFORE_WRITING, type ApplyReport, type ObserveReport, type PlanReport, type SchemaPlanDocument } from '../../shared/executor-report.js';
 import { EXECUTOR_ENV } from '../../shared/runner-env.js';
 import { SCHEMA_APPLIES_TABLE, ensureBookkeeping } from '../bookkeeping.js';
 import { disconnect, failureCode, isStatementError, qualifyNames, withReadOnlySnapshot, type Db } from '../db.js';
@@ -122,7 +122,7 @@ export async function apply(env: Env, context: CommandContext): Promise<ApplyRep
   };
   const refuseMoved = (model: SchemaModel) => {
     if (stateFingerprint(model) !== document.actualStateFingerprint) {
-      throw new ExecutorFailure('target_changed', 'the target schema changed after this plan was computed; plan again; nothing was changed');
+      throw new ExecutorFailure(REFUSED_BEFORE_WRITING.targetChanged, 'the target schema changed after this plan was computed; plan again; nothing was changed');
     }
   };
   const notConverged = (what: string) => new ExecutorFailure('convergence_failed', `after the plan ran, the target does not read as the desired schema; ${what}`);
