@@ -1,12 +1,13 @@
 // A fault-injecting wrapper around the real API client, for the dispatch-order tests. It classifies every write
-// by the dispatch step that makes it, can make one step's write fail, can "stop the process" right after one
-// step's write (every later write fails, as if the manager died there), can fail the read-back of the created
-// Job, can run a test's own action once just before or just after one step's write (something a person does at
-// exactly that point of the dispatch), and keeps a call log so a test can audit the order of what reached the API
-// server.
+// by the dispatch step that makes it (a schema plan's projection ConfigMap is the stage step's), can make one
+// step's write fail, can "stop the process" right after one step's write (every later write fails, as if the
+// manager died there), can fail the read-back of the created Job, can run a test's own action once just before or
+// just after one step's write (something a person does at exactly that point of the dispatch), and keeps a call
+// log so a test can audit the order of what reached the API server.
 import type { V1Job } from '@kubernetes/client-node';
 import { ApiError, refOf, type KubeClient, type KubeObject, type ResourceRef, type WriteOptions, type PatchType } from '../../src/shared/kube-client.js';
 import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
+import { PLAN_LABEL } from '../../src/shared/planstore.js';
 
 export type FaultMode = 'fail' | 'stop-after' | 'read-fail';
 
@@ -49,6 +50,23 @@ export function classifyClaimChange(before: ClaimView | undefined, after: ClaimV
   if (!before?.jobUID && after.jobUID) return 'record';
   if (before && before.leaseEpoch !== after.leaseEpoch) return 'lease';
   return undefined;
+}
+
+/**
+ * Which dispatch step a create is: the Job's create, the realm Lease's, or the stage step's write of a schema plan's
+ * projection (a ConfigMap labelled with the plan it projects); any other create is no step.
+ */
+export function createStep(object: KubeObject): DispatchStep | undefined {
+  switch (refOf(object).kind) {
+    case 'Job':
+      return 'create';
+    case 'Lease':
+      return 'lease';
+    case 'ConfigMap':
+      return object.metadata?.labels?.[PLAN_LABEL] ? 'stage' : undefined;
+    default:
+      return undefined;
+  }
 }
 
 const claimOf = (o: KubeObject | undefined): ClaimView | undefined =>
@@ -125,7 +143,7 @@ export class FaultClient implements KubeClient {
 
   async create<T extends KubeObject>(object: T, options?: { dryRun?: boolean }): Promise<T> {
     const ref = refOf(object);
-    const step: DispatchStep | undefined = options?.dryRun ? undefined : ref.kind === 'Job' ? 'create' : ref.kind === 'Lease' ? 'lease' : ref.kind === 'ConfigMap' ? 'stage' : undefined;
+    const step = options?.dryRun ? undefined : createStep(object);
     await this.runHook(step, 'before');
     this.gate(step, 'create', ref.kind, ref.name);
     let stored: T;

@@ -1,21 +1,29 @@
-// The dispatch-order tests' harness for PtahMigration (the seed's dispatch_order_test): a migration driven pass by
-// pass through the real reconciler, on the real API server, with a fault-injecting client between the two; a view
-// of what the API server holds about the claim, read around the fault; the invariants every intermediate state
-// must satisfy; and the verdicts a row is judged by.
-import type { V1Job, V1Lease } from '@kubernetes/client-node';
+// The dispatch-order tests' harness (the seed's dispatch_order_test), for both families: a resource driven pass by
+// pass through its family's real reconciler, on the real API server, with a fault-injecting client between the
+// two; a view of what the API server holds about the claim, read around the fault; the invariants every
+// intermediate state must satisfy; and the verdicts a row is judged by. A family (MIGRATION, SCHEMA) supplies only
+// what differs: its world and resource, its reconcile function, and where it records an unaccounted run, an
+// approval and what its Job reads besides the Job.
+import type { V1ConfigMap, V1Job, V1Lease } from '@kubernetes/client-node';
 import type { Test } from 'tap';
+import type { OwnerDeps, OwnerResource, PassEnd } from '../../src/controller/pass.js';
 import { reconcileMigration } from '../../src/controller/migration/reconcile.js';
-import type { MigrationDeps } from '../../src/controller/migration/context.js';
-import type { PtahMigration, PtahMigrationApproval } from '../../src/shared/api/migration-kinds.js';
+import { reconcileSchema } from '../../src/controller/schema/reconcile.js';
+import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
+import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
+import type { PtahSchema, PtahSchemaPlan } from '../../src/shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
-import { restClient } from '../../src/shared/kube-client.js';
-import { ORDER, type DispatchOrder, type DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
+import { restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
+import { ORDER, swapped, type DispatchOrder, type DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
+import { PLAN_LABEL } from '../../src/shared/planstore.js';
 import { coordinationDigest, holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
 import { TargetLock } from '../../src/shared/targetlock.js';
 import { sharedCluster } from '../harness/cluster.js';
+import type { TestDatabase } from '../harness/postgres.js';
 import { waitFor } from '../harness/wait.js';
 import { FaultClient, recordedOnlyConfirmed, type FaultMode } from '../faults/fault-client.js';
-import { jobsOf, manualReconciler, migrationWorld, type MigrationWorld } from './migration-world.js';
+import { jobsOf, manualReconciler, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
+import { schemaJobsOf, schemaWorld, type SchemaWorld } from './schema-world.js';
 
 export type Arm = 'refused' | 'contended' | FaultMode;
 
@@ -27,10 +35,11 @@ export interface Row {
   problem: string;
 }
 
-/** One row per dispatch step (migration: nothing to stage, so no stage row). */
+/** One row per dispatch step; the stage rows only for a family that stages something (rowsFor). */
 export const ROWS: Row[] = [
   { step: 'authorize', arm: 'refused', swap: ['authorize', 'lease'], problem: 'was not retired while another holder had the realm' },
   { step: 'lease', arm: 'contended', swap: ['lease', 'mark'], problem: 'marked while another holder has the realm' },
+  { step: 'stage', arm: 'fail', swap: ['stage', 'mark'], problem: 'marked with nothing staged' },
   { step: 'snapshot', arm: 'fail', swap: ['snapshot', 'mark'], problem: 'marked with no admission snapshot' },
   { step: 'consume', arm: 'fail', swap: ['consume', 'mark'], problem: 'the approval it spends is not' },
   { step: 'mark', arm: 'fail', swap: ['mark', 'create'], problem: 'the claim does not say one may' },
@@ -46,6 +55,8 @@ export const ROWS: Row[] = [
 export const RECOVERY_ROWS: Omit<Row, 'swap' | 'problem'>[] = [
   { step: 'lease', arm: 'fail' },
   { step: 'lease', arm: 'stop-after' },
+  // The projection stored, then the stop: the next pass reads it back, finds it matching and goes on.
+  { step: 'stage', arm: 'stop-after' },
   { step: 'snapshot', arm: 'stop-after' },
   { step: 'consume', arm: 'stop-after' },
   { step: 'create', arm: 'fail' },
@@ -55,80 +66,143 @@ export const RECOVERY_ROWS: Omit<Row, 'swap' | 'problem'>[] = [
 /** The manager stopped right after the mark, before the one create: Unknown, and the Job is never created. */
 export const STOP_AFTER_MARK: Omit<Row, 'swap' | 'problem'> = { step: 'mark', arm: 'stop-after' };
 
-interface View {
+/** The resource either family reconciles, with the status fields the harness reads of both. */
+type Owner = OwnerResource & { status?: { phase?: string; plan?: unknown } };
+
+/** What the harness needs of a family's world (MigrationWorld and SchemaWorld both are one). */
+export interface FamilyWorld<O extends Owner> {
+  ns: string;
+  admin: KubeClient;
+  jobsSeen: Map<string, V1Job>;
+  ref(kind: keyof typeof KINDS, name: string): ResourceRef;
+  get(name: string): Promise<O>;
+  /** Approves the resource's current plan as the approver identity. */
+  approve(name: string): Promise<KubeObject>;
+  startController(): Promise<void>;
+}
+
+/** The record a retired Apply leaves of a run still to be accounted for (its outcome is what the family knows). */
+interface UnaccountedRecord {
+  outcome: string;
+}
+
+/** What one family supplies to the harness, over its resource O and its world W. */
+export interface DispatchFamilyUnderTest<O extends Owner, W extends FamilyWorld<O> = FamilyWorld<O>> {
+  /** The resource's kind and its approval's. */
+  kind: 'PtahMigration' | 'PtahSchema';
+  approvalKind: 'PtahMigrationApproval' | 'PtahSchemaApproval';
+  name: string;
+  /** Whether its dispatch writes something for the Job to read besides the Job (the stage step). */
+  stages: boolean;
+  /** The outcome its unaccounted record gives a run that may or may not have happened. */
+  unknownOutcome: string;
+  /** A fresh world with one resource of the family (policy OnApproval) on an empty database; nothing reconciled yet. */
+  setup(t: Test): Promise<{ world: W; db: TestDatabase }>;
+  reconcile(deps: OwnerDeps, namespace: string, name: string): Promise<PassEnd | undefined>;
+  /**
+   * The record of the claim's run still to be accounted for, when it names the claim: a migration's unresolvedRun, a
+   * schema's pendingObservation (the proof every retired Apply owes; the rows stop before any run is harvested, so
+   * here it is the record of an uncertain one).
+   */
+  unaccounted(o: O, claimId: string): UnaccountedRecord | undefined;
+  /** Whether a retired claim left a record of its run (a migration's lastRun; a schema's proof, which is the unaccounted record). */
+  recorded(o: O, claimId: string): boolean;
+  /** Whether what the claim's Job reads besides the Job is in place (true for a family that stages nothing). */
+  staged(world: W, claim: ActiveOperation): Promise<boolean>;
+  /** The resource's Apply Jobs the world saw, oldest first. */
+  applyJobs(world: W): V1Job[];
+  /** Lets the controller finish what the row left, so the namespace can go; returns any problem it saw. */
+  finish(world: W, db: TestDatabase, end: View): Promise<string[]>;
+}
+
+/** The rows a family runs: every step it has (no stage row for a family that stages nothing). */
+export function rowsFor<R extends Pick<Row, 'step'>>(family: { stages: boolean }, rows: readonly R[]): R[] {
+  return rows.filter((row) => family.stages || row.step !== 'stage');
+}
+
+export interface View {
   claim?: ActiveOperation;
   claimIsOurs: boolean;
+  /** A record names the claim's run as still to be accounted for (the family's unaccounted). */
   uncertain: boolean;
+  /** ...with the family's unknown outcome. */
+  unknown: boolean;
+  recorded: boolean;
   approvalSpent: boolean;
+  staged: boolean;
   jobs: number;
   leaseHolder?: string;
 }
 
-const NAME = 'orders';
 const CONTENDER = { resourceUid: 'contender-uid', operationId: `sha256:${'c'.repeat(64)}` };
 
 export interface RowResult {
   problems: string[];
-  /** Creates of the claim's Job ever made, and whether the claim ended as an unresolved run. */
+  /** Creates of the claim's Job ever made, and whether the claim ended as an unresolved run (with an unknown outcome). */
   creates: number;
   uncertain: boolean;
+  unknown: boolean;
   /** The passes that ran, for diagnosis. */
   passes: string[];
 }
 
-/** Brings a fresh migration to an undispatched Apply claim, then runs the row with the given dispatch order. */
-export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order: DispatchOrder): Promise<RowResult> {
-  const world = await migrationWorld(t);
-  const db = await world.database('dispatch');
-  const secret = await world.installSample(db);
-  await world.sampleArtifact();
-  await world.createMigration({ name: NAME, artifact: 'orders-migrations-r1', secret, apply: 'OnApproval' });
+/** Brings a fresh resource to an undispatched Apply claim, then runs the row with the given dispatch order. */
+export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>, row: Omit<Row, 'swap' | 'problem'>, order: DispatchOrder): Promise<RowResult> {
+  const NAME = family.name;
+  const { world, db } = await family.setup(t);
   const managerClient = await restClient(sharedCluster().kubeConfig('manager'), { fieldManager: 'ptah-dispatch-order-test' });
   const faults = new FaultClient(managerClient);
-  const deps: MigrationDeps = { ...manualReconciler(world, faults).deps, order };
+  // manualReconciler's deps name no family (its pass is the migration's, which is not used here).
+  const deps: OwnerDeps = { ...manualReconciler(world as unknown as MigrationWorld, faults).deps, order };
   const passes: string[] = [];
   const pass = async (): Promise<void> => {
     try {
-      const end = await reconcileMigration(deps, world.ns, NAME);
+      const end = await family.reconcile(deps, world.ns, NAME);
       passes.push(end?.why ?? 'gone');
     } catch (e) {
       passes.push(`error: ${e instanceof Error ? e.message : String(e)}`);
     }
   };
 
-  // Fixture: production order until the migration waits for approval, then the approval, then passes until the
+  // Fixture: production order until the resource waits for approval, then the approval, then passes until the
   // Apply claim is persisted and nothing of its dispatch has happened yet.
   const production = { ...deps, client: managerClient, order: ORDER };
   await waitFor(async () => {
-    await reconcileMigration(production, world.ns, NAME);
-    const m = await world.get(NAME);
-    return m.status?.phase === 'AwaitingApproval' && m.status.plan ? true : undefined;
-  }, { what: 'the migration to wait for approval', timeoutMs: 120_000, intervalMs: 500 });
+    await family.reconcile(production, world.ns, NAME);
+    const o = await world.get(NAME);
+    return o.status?.phase === 'AwaitingApproval' && o.status.plan ? true : undefined;
+  }, { what: `the ${family.kind} to wait for approval`, timeoutMs: 120_000, intervalMs: 500 });
   const approval = await world.approve(NAME);
   const claim = await waitFor(async () => {
     const c = (await world.get(NAME)).status?.activeOperation;
     if (c?.type === 'Apply') return c;
-    await reconcileMigration(production, world.ns, NAME);
+    await family.reconcile(production, world.ns, NAME);
     return undefined;
   }, { what: 'the Apply claim', timeoutMs: 60_000, intervalMs: 200 });
   const fixtureProblems: string[] = [];
   if (claim.dispatchStarted || claim.jobUID || claim.admissionSnapshot) fixtureProblems.push('fixture: the Apply claim had already begun its dispatch');
+  if (family.stages && (await family.staged(world, claim))) fixtureProblems.push('fixture: the Apply claim\'s Job input was staged before its dispatch');
 
-  const m0 = await world.get(NAME);
-  const realm = coordinationDigest({ engine: m0.spec.target.engine, namespace: world.ns, coordinationKey: m0.spec.target.coordinationKey });
-  const ours = holderIdentityFor(m0.metadata.uid!, claim.id);
+  const o0 = await world.get(NAME);
+  const realm = coordinationDigest({ engine: o0.spec.target.engine, namespace: world.ns, coordinationKey: o0.spec.target.coordinationKey });
+  if (claim.coordinationDigest !== realm) fixtureProblems.push(`fixture: the claim names realm ${claim.coordinationDigest}, not ${realm}`);
+  const ours = holderIdentityFor(o0.metadata.uid!, claim.id);
   const contenderLock = new TargetLock(world.admin, world.ns);
   const view = async (): Promise<View> => {
-    const m = await world.get(NAME);
-    const c = m.status?.activeOperation;
-    const ap = await world.admin.get<PtahMigrationApproval>(world.ref('PtahMigrationApproval', approval.metadata.name!));
+    const o = await world.get(NAME);
+    const c = o.status?.activeOperation;
+    const ap = await world.admin.get<KubeObject & { status?: { conditions?: { type: string; status: string }[] } }>(world.ref(family.approvalKind, approval.metadata!.name!));
     const job = await world.admin.tryGet<V1Job>({ apiVersion: 'batch/v1', kind: 'Job', namespace: world.ns, name: claim.jobName });
     const lease = await world.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: world.ns, name: leaseNameFor(realm) });
+    const unaccounted = family.unaccounted(o, claim.id);
     return {
       claim: c,
       claimIsOurs: c?.id === claim.id,
-      uncertain: m.status?.unresolvedRun?.operationID === claim.id,
+      uncertain: unaccounted !== undefined,
+      unknown: unaccounted?.outcome === family.unknownOutcome,
+      recorded: family.recorded(o, claim.id),
       approvalSpent: ap.status?.conditions?.some((x) => x.type === 'Consumed' && x.status === 'True') ?? false,
+      staged: await family.staged(world, claim),
       jobs: job ? 1 : 0,
       leaseHolder: lease?.spec?.holderIdentity,
     };
@@ -140,6 +214,7 @@ export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order:
     if (v.jobs > 0 && !marked) out.push('a Job exists under the reserved name but the claim does not say one may');
     if (marked && !v.approvalSpent) out.push('marked, but the approval it spends is not spent');
     if (marked && !v.claim?.admissionSnapshot) out.push('marked with no admission snapshot');
+    if (marked && !v.staged) out.push('the claim is marked with nothing staged for its Job to read');
     if (marked && v.leaseHolder !== ours) out.push('marked while another holder has the realm');
     return out;
   };
@@ -156,7 +231,7 @@ export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order:
     release = () => contenderLock.release({ coordinationDigest: realm, holder: CONTENDER, epoch: held.epoch });
     if (row.arm === 'refused') {
       // Moves the authorization: a spec edit bumps the generation the claim's input fingerprint digests.
-      await world.admin.patch(world.ref('PtahMigration', NAME), { spec: { interval: '11m' } }, 'merge');
+      await world.admin.patch(world.ref(family.kind, NAME), { spec: { interval: '11m' } }, 'merge');
     }
   } else {
     faults.arm({ step: row.step, mode: row.arm });
@@ -190,18 +265,23 @@ export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order:
     await pass();
     await check();
   }
+  if (markedWithoutJob) {
+    // A claim marked with no Job is never dispatched again: a few more passes, and still no create.
+    for (let i = 0; i < 3; i++) await pass();
+  }
 
   // Verdicts.
   const end = await view();
   const creates = faults.createdJobs.filter((n) => n === claim.jobName).length;
-  const applyJobs = jobsOf(world, 'apply', NAME).length;
+  const applyJobs = family.applyJobs(world).length;
   if (creates > 1 || applyJobs > 1) problems.add(`more than one Apply Job was created (${creates} creates, ${applyJobs} seen)`);
   if (markedWithoutJob && creates > createsAtStop) problems.add('a claim marked with no Job created one after the restart');
+  if (markedWithoutJob && !end.unknown) problems.add('a claim marked with no Job did not end as an unknown outcome naming it');
   if (row.arm === 'refused') {
     if (end.claimIsOurs || creates > 0) problems.add('the refused claim came back or dispatched');
   } else {
     if (end.claimIsOurs && !end.claim?.jobUID) problems.add('the claim never reached its Job after 12 passes');
-    if (!end.claimIsOurs && !end.uncertain && !(await world.get(NAME)).status?.lastRun) problems.add('the claim was retired without dispatching and without a record');
+    if (!end.claimIsOurs && !end.uncertain && !end.recorded) problems.add('the claim was retired without dispatching and without a record');
     // Unaccounted is right only where nobody can say whether a Job exists: a durable mark without a Job, or a create
     // that failed (it may have been stored). A Job that was created and answered for must be adopted instead.
     const createFailed = faults.calls.some((c) => c.verb === 'create' && c.kind === 'Job' && c.name === claim.jobName && !c.ok) &&
@@ -211,9 +291,126 @@ export async function runRow(t: Test, row: Omit<Row, 'swap' | 'problem'>, order:
   const audit = recordedOnlyConfirmed(faults.calls);
   if (audit) problems.add(audit);
 
-  // Let the controller finish the run and take its finalizer off, so the namespace can go.
-  await world.startController();
-  return { problems: [...problems], passes, creates, uncertain: end.uncertain };
+  for (const p of await family.finish(world, db, end)) problems.add(p);
+  return { problems: [...problems], passes, creates, uncertain: end.uncertain, unknown: end.unknown };
 }
 
-export type { MigrationWorld, PtahMigration };
+/**
+ * The dispatch-order tests of one family: every row (and every recovery row) in production order with no
+ * problems, the stop between the mark and the create as an unknown outcome with no Job ever created, and every
+ * row with its two boundary steps exchanged reporting the problem that boundary prevents.
+ */
+export function dispatchOrderTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>): void {
+  const rows = rowsFor(family, ROWS);
+  t.test('each dispatch step leaves a state the next pass recovers from', async (t) => {
+    for (const row of [...rows, ...rowsFor(family, RECOVERY_ROWS)]) {
+      await t.test(`${row.step}: ${row.arm}`, async (t) => {
+        const result = await runRow(t, family, row, ORDER);
+        t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
+      });
+    }
+  });
+
+  t.test('a manager stopped between the mark and the create: the outcome is Unknown, the Job is never created', async (t) => {
+    const result = await runRow(t, family, STOP_AFTER_MARK, ORDER);
+    t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
+    t.equal(result.creates, 0, 'no Job was ever created');
+    t.equal(result.uncertain, true, 'the run is recorded unresolved');
+    t.equal(result.unknown, true, `its outcome is ${family.unknownOutcome}`);
+  });
+
+  t.test('each boundary fails with its two steps exchanged', async (t) => {
+    for (const row of rows) {
+      await t.test(`${row.step}: ${row.arm}, ${row.swap[0]}↔${row.swap[1]}`, async (t) => {
+        const result = await runRow(t, family, row, swapped(...row.swap));
+        t.ok(result.problems.some((p) => p.includes(row.problem)), `reports “${row.problem}” (got: ${result.problems.join('; ') || 'nothing'}; passes: ${result.passes.join(' | ')})`);
+      });
+    }
+  });
+}
+
+/** PtahMigration: the sample migration; nothing to stage (its Apply reads the files from its verified artifact). */
+export const MIGRATION: DispatchFamilyUnderTest<PtahMigration, MigrationWorld> = {
+  kind: 'PtahMigration',
+  approvalKind: 'PtahMigrationApproval',
+  name: 'orders',
+  stages: false,
+  unknownOutcome: 'Unknown',
+  async setup(t) {
+    const world = await migrationWorld(t);
+    const db = await world.database('dispatch');
+    const secret = await world.installSample(db);
+    await world.sampleArtifact();
+    await world.createMigration({ name: this.name, artifact: 'orders-migrations-r1', secret, apply: 'OnApproval' });
+    return { world, db };
+  },
+  reconcile: reconcileMigration,
+  unaccounted: (m, id) => (m.status?.unresolvedRun?.operationID === id ? m.status.unresolvedRun : undefined),
+  recorded: (m) => Boolean(m.status?.lastRun),
+  staged: () => Promise.resolve(true),
+  applyJobs(world) {
+    return jobsOf(world, 'apply', this.name);
+  },
+  async finish(world) {
+    // Let the controller finish the run and take its finalizer off, so the namespace can go.
+    await world.startController();
+    return [];
+  },
+};
+
+const SCHEMA_SQL = `CREATE TABLE products (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  sku text NOT NULL UNIQUE
+);
+`;
+
+/** PtahSchema: a first apply on an empty database; its stage step projects the plan into ConfigMaps. */
+export const SCHEMA: DispatchFamilyUnderTest<PtahSchema, SchemaWorld> = {
+  kind: 'PtahSchema',
+  approvalKind: 'PtahSchemaApproval',
+  name: 'catalog',
+  stages: true,
+  unknownOutcome: 'OutcomeUnknown',
+  async setup(t) {
+    const world = await schemaWorld(t);
+    const db = await world.database('dispatch');
+    const secret = await world.installSample(db);
+    await world.desired('catalog-r1', SCHEMA_SQL);
+    await world.createSchema({ name: this.name, artifact: 'catalog-r1', secret, apply: 'OnApproval' });
+    return { world, db };
+  },
+  reconcile: reconcileSchema,
+  unaccounted: (s, id) => (s.status?.pendingObservation?.applyOperationID === id ? s.status.pendingObservation : undefined),
+  // Every schema Apply, read or uncertain, leaves its proof: that is the record.
+  recorded: (s, id) => s.status?.pendingObservation?.applyOperationID === id,
+  async staged(world, claim) {
+    // The plan's projection: a ConfigMap under each of the plan's chunk names, labelled with and owned by the plan.
+    if (!claim.planRef) return false;
+    const plan = await world.admin.tryGet<PtahSchemaPlan>(world.ref('PtahSchemaPlan', claim.planRef.name));
+    if (!plan || plan.metadata.uid !== claim.planRef.uid) return false;
+    const projections = await world.admin.list<V1ConfigMap>('v1', 'ConfigMap', world.ns, { labelSelector: `${PLAN_LABEL}=${plan.metadata.name}` });
+    const owned = new Set(projections
+      .filter((cm) => cm.metadata?.ownerReferences?.some((r) => r.kind === KINDS.PtahSchemaPlan.kind && r.apiVersion === API_VERSION && r.uid === plan.metadata.uid && r.controller === true))
+      .map((cm) => cm.metadata!.name!));
+    return plan.spec.chunks.length > 0 && plan.spec.chunks.every((name) => owned.has(name));
+  },
+  applyJobs(world) {
+    return schemaJobsOf(world, 'apply', this.name);
+  },
+  async finish(world, db, end) {
+    // A dispatched Apply is run, harvested and proven by the controller, and the database recorded it once. A claim
+    // that ended otherwise (refused, or an unknown outcome whose proof waits out the Apply's window) is left: its
+    // finalizer stays until the run's control plane goes.
+    if (!end.claimIsOurs || !end.claim?.jobUID) return [];
+    const applyId = end.claim.id;
+    await world.startController();
+    try {
+      await world.waitFor(this.name, 'the dispatched Apply proven and settled', (s) => (!s.status?.activeOperation && !s.status?.pendingObservation && s.status?.applied ? s : undefined), WAIT_MS);
+    } catch (e) {
+      return [`the dispatched Apply did not settle: ${(e as Error).message}`];
+    }
+    const applies = await world.applies(db);
+    if (applies.length !== 1 || applies[0]?.operationId !== applyId) return [`the database recorded ${applies.length} Apply(s) (${applies.map((a) => a.operationId).join(', ')}), not exactly the claim's`];
+    return [];
+  },
+};
