@@ -1,0 +1,118 @@
+#!/usr/bin/env node
+// `kubectl ptah`: a kubectl plugin (kubectl runs `kubectl-ptah` from PATH) to read where a PtahSchema or
+// PtahMigration stands and to decide on it as a person: approve its current plan, acknowledge its unresolved run.
+// It uses the caller's kubeconfig (current context, or --kubeconfig) and never prints a credential: errors carry
+// the request and the API server's Status only. Exit codes: 0 ok, 1 failure, 2 usage.
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../shared/kube.js';
+import { ApiError, restClient } from '../shared/kube-client.js';
+import { acknowledgeCommand, approveCommand, CliError, explainCommand, planCommand, statusCommand, type Context } from './commands.js';
+
+const USAGE = `Usage: kubectl ptah <command> [flags]
+
+Commands:
+  status [-A]                                  one line per PtahSchema and PtahMigration: phase, readiness, what it waits for
+  explain <kind>/<name>                        the obligations the resource owes now, and what the next pass does
+  plan <name> [--kind K] [-o yaml|sql]         the published plan; -o sql prints a schema plan's statements
+  approve <name> [--kind K]                    approve the resource's current plan, as you
+  acknowledge <name>                           acknowledge a PtahMigration's unresolved run, as you
+
+Flags:
+  -n, --namespace NS     the namespace (default: the current context's, else "default")
+  -A, --all-namespaces   status across every namespace
+      --kind K           schema or migration, when a name alone is ambiguous
+  -o, --output FORMAT    plan output: yaml or sql
+      --kubeconfig FILE  the kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
+  -h, --help             this text
+`;
+
+export interface RunIo {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+const defaultIo: RunIo = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+};
+
+/** The caller's kubeconfig (shared with the manager's loader); a failure to load it is the caller's to fix. */
+function callerKubeConfig(file: string | undefined): KubeConfig {
+  try {
+    return loadKubeConfig(file);
+  } catch (e) {
+    throw new CliError((e as Error).message);
+  }
+}
+
+/** Runs one invocation; returns the exit code instead of exiting so tests can call it in-process. */
+export async function run(argv: readonly string[], io: RunIo = defaultIo): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        namespace: { type: 'string', short: 'n' },
+        'all-namespaces': { type: 'boolean', short: 'A' },
+        kind: { type: 'string' },
+        output: { type: 'string', short: 'o' },
+        kubeconfig: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (e) {
+    io.err(`error: ${(e as Error).message}`);
+    io.err(USAGE);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (values.help || command === 'help') {
+    io.out(USAGE);
+    return 0;
+  }
+  const expect = (count: number, what: string): string => {
+    if (rest.length !== count) throw new CliError(`${command} takes ${what}`, 2);
+    return rest[0] ?? '';
+  };
+  try {
+    if (!command) throw new CliError('no command given', 2);
+    if (!['status', 'explain', 'plan', 'approve', 'acknowledge'].includes(command)) throw new CliError(`unknown command ${JSON.stringify(command)}`, 2);
+    if (values['all-namespaces'] && command !== 'status') throw new CliError('-A is for status only', 2);
+    if (values.output !== undefined && command !== 'plan') throw new CliError('-o is for plan only', 2);
+    // Arguments are checked before the kubeconfig is read, so a usage error never depends on the cluster.
+    const target = command === 'status' ? expect(0, 'no argument') : expect(1, command === 'explain' ? '<kind>/<name>' : '<name>');
+    const kc = callerKubeConfig(values.kubeconfig);
+    const namespace = values.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
+    const ctx: Context = { client: await restClient(kc, { fieldManager: 'kubectl-ptah', timeoutMs: 15_000 }), namespace, out: io.out };
+    switch (command) {
+      case 'status': await statusCommand(ctx, values['all-namespaces'] ?? false); break;
+      case 'explain': await explainCommand(ctx, target, values.kind); break;
+      case 'plan': await planCommand(ctx, target, values.kind, values.output); break;
+      case 'approve': await approveCommand(ctx, target, values.kind); break;
+      case 'acknowledge': await acknowledgeCommand(ctx, target, values.kind); break;
+    }
+    return 0;
+  } catch (e) {
+    if (e instanceof CliError) {
+      io.err(`error: ${e.message}`);
+      if (e.exitCode === 2) io.err('Run `kubectl ptah --help` for usage.');
+      return e.exitCode;
+    }
+    // An ApiError says which request failed and what the API server answered; nothing of the kubeconfig.
+    io.err(`error: ${e instanceof ApiError ? e.message : e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}
+
+// Run only when executed, not when a test imports run(); the launcher may reach this file through a symlink.
+const invoked = process.argv[1] ? realpathSync(process.argv[1]) : '';
+if (invoked === realpathSync(fileURLToPath(import.meta.url))) {
+  const code = await run(process.argv.slice(2));
+  process.exitCode = code;
+}
