@@ -1,83 +1,12 @@
 // PtahSchema runs nobody can account for, on the real stack: drift made by hand after the approval, an Apply Pod
-// killed mid-run, an Apply Job deleted after the mark, the manager replaced while an Apply runs, and a Job deadline
-// hit mid-Apply. Each is settled by a fresh Observe and Plan under the Apply's own Lease epoch, and the database's
+// killed mid-run, an Apply Job deleted after the mark (schema-adoption.test.ts has the manager replaced and the
+// deadline hit while an Apply runs). Each is settled by a fresh Observe and Plan under the Apply's own Lease epoch, and the database's
 // own table shows that nothing was applied twice and nothing ran that was not approved.
-import type { V1Job, V1Pod } from '@kubernetes/client-node';
-import t, { type Test } from 'tap';
-import type { PtahSchema } from '../../src/shared/api/schema-kinds.js';
-import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { sleep, waitFor } from '../harness/wait.js';
-import { leaseHolding } from './migration-world.js';
-import { schemaJobsOf, schemaWorld, switchDesired, WAIT_MS, watchSchemas, type SchemaWorld } from './schema-world.js';
-import pg from 'pg';
-
-/** An unknown outcome's proof waits out the Apply's window (here at most 60 s) and 30 s of grace. */
-const PROOF_WAIT_MS = WAIT_MS + 90_000;
-
-const R1 = 'CREATE TABLE products (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, sku text NOT NULL);\n';
-const R2 = 'CREATE TABLE products (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, sku text NOT NULL, title text);\n';
-
-/** A session holding ACCESS EXCLUSIVE on `table`, so an Apply that alters it waits in the database. */
-async function holdTable(db: TestDatabase, table: string): Promise<{ release(): Promise<void> }> {
-  const client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  await client.query('BEGIN');
-  await client.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
-  let released = false;
-  return {
-    async release() {
-      if (released) return;
-      released = true;
-      await client.query('ROLLBACK').catch(() => undefined);
-      await client.end();
-    },
-  };
-}
-
-/** Sessions of an Apply waiting for a lock in the database. */
-async function waitingWriters(w: SchemaWorld, db: TestDatabase): Promise<number> {
-  const rows = await w.sql<{ n: number }>(db, `SELECT count(*)::int AS n FROM pg_stat_activity
-    WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`);
-  return rows[0]?.n ?? 0;
-}
-
-/** Ends the sessions waiting on a lock: what killing their container does to them. */
-async function endWaitingWriters(w: SchemaWorld, db: TestDatabase): Promise<void> {
-  await w.sql(db, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-    WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`);
-}
-
-/** r1 converged under policy Always, then r2 desired while a session holds products: its Apply waits in the database. */
-async function blockedApply(t: Test, w: SchemaWorld, db: TestDatabase, options: { activeDeadlineSeconds?: number; lockTimeout?: string } = {}) {
-  const secret = await w.installSample(db);
-  await w.desired('catalog-r1', R1);
-  await w.desired('catalog-r2', R2);
-  await w.createSchema({ name: 'catalog', artifact: 'catalog-r1', secret, apply: 'Always', activeDeadlineSeconds: options.activeDeadlineSeconds ?? 120, lockTimeout: options.lockTimeout ?? '100s' });
-  await w.waitFor('catalog', 'r1 in sync', (s) => (s.status?.phase === 'InSync' && s.status.applied && !s.status.pendingLockRelease ? s : undefined));
-  const lock = await holdTable(db, 'products');
-  t.teardown(() => lock.release());
-  await switchDesired(w, 'catalog', 'catalog-r2');
-  const running = await w.waitFor('catalog', 'the r2 Apply dispatched with its Job UID', (s) =>
-    (s.status?.activeOperation?.type === 'Apply' && s.status.activeOperation.jobUID ? s : undefined));
-  await waitFor(async () => ((await waitingWriters(w, db)) > 0 ? true : undefined), { what: 'the Apply to wait on the table lock', timeoutMs: WAIT_MS });
-  const claim = running.status!.activeOperation!;
-  const job = await w.admin.get<V1Job>({ apiVersion: 'batch/v1', kind: 'Job', namespace: w.ns, name: claim.jobName });
-  const [holder, epoch] = await leaseHolding(w, leaseNameFor(claim.coordinationDigest!));
-  t.equal(holder, holderIdentityFor(running.metadata.uid!, claim.id), 'fixture: the Apply holds the realm');
-  t.equal(epoch, claim.leaseEpoch, 'fixture: under the epoch its claim names');
-  return { running, claim, job, lock, r1Applies: (await w.applies(db)).length };
-}
-
-/** The proof readings the stored history shows for Apply `applyId`: each proof claim's type, epoch and holder. */
-function proofClaims(states: PtahSchema[], applyId: string): { type: string; id: string; leaseEpoch?: string }[] {
-  const seen = new Map<string, { type: string; id: string; leaseEpoch?: string }>();
-  for (const s of states) {
-    const c = s.status?.activeOperation;
-    if (c?.proofOf === applyId && !seen.has(c.id)) seen.set(c.id, { type: c.type, id: c.id, leaseEpoch: c.leaseEpoch });
-  }
-  return [...seen.values()];
-}
+import type { V1Pod } from '@kubernetes/client-node';
+import t from 'tap';
+import { sleep } from '../harness/wait.js';
+import { schemaJobsOf, schemaWorld, watchSchemas } from './schema-world.js';
+import { blockedApply, endWaitingWriters, PROOF_WAIT_MS, proofClaims, R1 } from './schema-slow-apply.js';
 
 t.test('drift made by hand after the approval refuses at apply with no SQL run, and settles through a fresh Observe and Plan under the Apply\'s epoch', async (t) => {
   const w = await schemaWorld(t);
@@ -164,47 +93,4 @@ t.test('an Apply Job deleted after the mark is an unknown outcome, never created
   t.equal(jobs.length, 1, 'the Job under the reserved name was created once');
   t.notOk(await w.admin.tryGet({ apiVersion: 'batch/v1', kind: 'Job', namespace: w.ns, name: claim.jobName }), 'and never again');
   t.ok((await w.get('catalog')).status?.pendingObservation, 'the proof is still owed, holding the realm until the window passes');
-});
-
-t.test('a manager replaced while an Apply runs adopts it with the same Job and Pod', async (t) => {
-  const w = await schemaWorld(t);
-  const db = await w.database('schema_adopt');
-  await w.startController();
-  const { claim, job, lock } = await blockedApply(t, w, db);
-  const podsBefore = (await w.admin.list<V1Pod>('v1', 'Pod', w.ns)).filter((p) => p.metadata?.ownerReferences?.some((r) => r.uid === job.metadata?.uid));
-  await w.stopController();
-  await w.startController(undefined, { controllerImage: 'localhost/ptah-operator:next', controllerRevision: 'schema-test-next', runnerImage: (await w.get('catalog')).status!.executionBinding!.runnerImage });
-  await sleep(3_000);
-  const during = await w.get('catalog');
-  t.equal(during.status?.activeOperation?.id, claim.id, 'the new manager keeps the claim');
-  t.equal(during.status?.activeOperation?.jobUID, job.metadata?.uid, 'with the same Job');
-  await lock.release();
-  const settled = await w.waitFor('catalog', 'the adopted Apply proven converged', (s) =>
-    (s.status?.phase === 'InSync' && s.status.applied?.operationID === claim.id && !s.status.pendingLockRelease ? s : undefined));
-  const podsAfter = (await w.admin.list<V1Pod>('v1', 'Pod', w.ns)).filter((p) => p.metadata?.ownerReferences?.some((r) => r.uid === job.metadata?.uid));
-  t.same(podsAfter.map((p) => p.metadata?.uid), podsBefore.map((p) => p.metadata?.uid), 'the same Pod ran it');
-  const applies = await w.applies(db);
-  t.equal(applies.filter((a) => a.operationId === claim.id).length, 1, 'the adopted Apply is recorded once');
-  t.equal(new Set(applies.map((a) => a.operationId)).size, applies.length, 'no operation ID twice');
-  t.equal(new Set(applies.map((a) => a.planContentDigest)).size, applies.length, 'no plan content twice');
-  t.equal(settled.status?.executionBinding?.epoch, claim.executionBindingID, 'the epoch is kept: only the recorded manager changed');
-});
-
-t.test('a Job deadline hit mid-Apply gives an unknown outcome, then exactly one Observe and one Plan under the same epoch', async (t) => {
-  const w = await schemaWorld(t);
-  const db = await w.database('schema_deadline');
-  await w.startController();
-  const { claim, lock, r1Applies } = await blockedApply(t, w, db, { activeDeadlineSeconds: 30, lockTimeout: '30s' });
-  const states = await watchSchemas(t, w, 'catalog');
-  const unknown = await w.waitFor('catalog', 'the proof owed after the deadline', (s) => (s.status?.pendingObservation?.applyOperationID === claim.id ? s : undefined));
-  const pending = unknown.status!.pendingObservation!;
-  t.equal(pending.outcome, 'OutcomeUnknown', 'the deadline leaves the outcome unknown');
-  t.equal(pending.leaseEpoch, claim.leaseEpoch, 'the proof holds the Apply\'s epoch');
-  await lock.release();
-  await w.waitFor('catalog', 'the proof settled', (s) => (!s.status?.pendingObservation && !s.status?.activeOperation && !s.status?.pendingLockRelease ? s : undefined), PROOF_WAIT_MS);
-  const proofs = proofClaims(states, claim.id);
-  t.same(proofs.map((p) => p.type), ['Observe', 'Plan'], 'exactly one Observe and one Plan');
-  t.ok(proofs.every((p) => p.leaseEpoch === claim.leaseEpoch), 'both under the Apply\'s epoch');
-  t.equal((await w.applies(db)).length, r1Applies, 'the Apply committed nothing');
-  t.equal(schemaJobsOf(w, 'apply', 'catalog').filter((j) => j.metadata?.name === claim.jobName).length, 1, 'never run again');
 });
