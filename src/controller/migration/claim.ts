@@ -75,6 +75,7 @@ export async function claimMigrationApply(pass: MigrationPass, plan: PtahMigrati
     ...base,
     coordinationDigest: plan.spec.coordinationDigest,
     targetIdentityDigest: plan.spec.targetIdentityDigest,
+    ...(pass.status.history?.physicalIdentityDigest ? { physicalIdentityDigest: pass.status.history.physicalIdentityDigest } : {}),
     leaseDurationSeconds: applyLeaseDuration(window),
     leaseEpoch: placeholderLeaseEpoch(base.id),
     ...applyDeadlines(new Date(base.startedAt), window),

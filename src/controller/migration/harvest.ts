@@ -42,6 +42,7 @@ interface RunAccount {
   appliedVersions: string[];
   coordinationDigest?: string;
   targetIdentityDigest?: string;
+  physicalIdentityDigest?: string;
   error?: string;
 }
 
@@ -80,6 +81,7 @@ function accountOfFrame(result: RunnerResult<'migration-apply'>): RunAccount {
     appliedVersions: result.migrationRun?.applied.map((file) => file.version) ?? [],
     coordinationDigest: result.coordinationDigest,
     targetIdentityDigest: result.targetIdentityDigest,
+    physicalIdentityDigest: result.physicalIdentityDigest,
     error: result.error && `${result.error.code}: ${result.error.message}`,
   };
 }
@@ -98,6 +100,7 @@ function accountOfSummary(summary: RunnerSummary, plan: PtahMigrationPlan | unde
     appliedVersions: agrees ? prefix : [],
     coordinationDigest: summary.coordinationDigest,
     targetIdentityDigest: summary.targetIdentityDigest,
+    physicalIdentityDigest: summary.physicalIdentityDigest,
     error: summary.errorCode && `${summary.errorCode} (from the runner's termination summary)`,
   };
 }
@@ -112,6 +115,8 @@ function reportedTargetProblem(account: RunAccount, claim: ActiveOperation): { r
   const reported: [string, string | undefined, string | undefined][] = [
     ['database', account.targetIdentityDigest, claim.targetIdentityDigest],
     ['realm', account.coordinationDigest, claim.coordinationDigest],
+    // Compared only for a claim whose reading recorded one (a claim made before the census knew none).
+    ...(claim.physicalIdentityDigest ? [['physical database', account.physicalIdentityDigest, claim.physicalIdentityDigest] as [string, string | undefined, string | undefined]] : []),
   ];
   for (const [what, digest, planned] of reported) {
     if (digest === undefined) {
@@ -197,7 +202,7 @@ function historyBlock(history: MigrationHistory): { reason: string; message: str
   return undefined;
 }
 
-function historyStatusOf(history: MigrationHistory, targetIdentityDigest: string, observedAt: string): MigrationHistoryStatus {
+function historyStatusOf(history: MigrationHistory, targetIdentityDigest: string, physicalIdentityDigest: string | undefined, observedAt: string): MigrationHistoryStatus {
   return {
     observedAt,
     currentVersion: currentVersionOf(history),
@@ -205,6 +210,7 @@ function historyStatusOf(history: MigrationHistory, targetIdentityDigest: string
     pendingCount: history.pending.length,
     fingerprint: history.fingerprint,
     targetIdentityDigest,
+    ...(physicalIdentityDigest ? { physicalIdentityDigest } : {}),
     dirty: history.dirty.length > 0,
     modifiedVersions: history.modified.slice(0, 256),
     outOfOrderVersions: history.outOfOrder.slice(0, 256),
@@ -227,7 +233,7 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
   const history = result.migrationHistory;
   const observedAt = pass.nowIso();
   const reading = { targetIdentityDigest: result.targetIdentityDigest, history };
-  const historyStatus = historyStatusOf(history, result.targetIdentityDigest, observedAt);
+  const historyStatus = historyStatusOf(history, result.targetIdentityDigest, result.physicalIdentityDigest, observedAt);
   const unresolved = pass.status.unresolvedRun;
   const settles = unresolved !== undefined && migrationUnresolvedRunSettledBy(unresolved, reading);
   const block = historyBlock(history);

@@ -102,6 +102,7 @@ export async function claimSchemaApply(pass: SchemaPass, plan: PtahSchemaPlan, a
     ...base,
     coordinationDigest: plan.spec.coordinationDigest,
     targetIdentityDigest: plan.spec.targetIdentityDigest,
+    ...(pass.status.target?.physicalIdentityDigest ? { physicalIdentityDigest: pass.status.target.physicalIdentityDigest } : {}),
     ...applyDeadlines(new Date(base.startedAt), window),
     terminationGracePeriodSeconds: DEFAULT_TERMINATION_GRACE_SECONDS,
     planRef,

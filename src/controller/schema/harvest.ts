@@ -46,6 +46,9 @@ export async function harvestSchemaApply(pass: SchemaPass, claim: ActiveOperatio
   const neverStarted = result.childExitCode === -1 && result.mutationStarted !== true;
   if (!neverStarted && result.coordinationDigest !== claim.coordinationDigest) return uncertain('TargetMismatch', 'the run does not report the realm its plan was computed for');
   if (!neverStarted && result.targetIdentityDigest !== claim.targetIdentityDigest) return uncertain('TargetMismatch', 'the run does not report the database its plan was computed for');
+  if (!neverStarted && claim.physicalIdentityDigest && result.physicalIdentityDigest !== claim.physicalIdentityDigest) {
+    return uncertain('TargetMismatch', 'the run does not report the physical database its plan was computed for');
+  }
   const error = errorOf(result);
   if (result.mutationStarted !== true && error) {
     // The run reports it changed nothing: accounted for, and still proven by a fresh reading before anything else.
@@ -67,6 +70,7 @@ function targetStatusOf(result: RunnerResult<'observe'>, observedAt: string): Sc
   return {
     coordinationDigest: result.coordinationDigest!,
     ...(result.targetIdentityDigest ? { identityDigest: result.targetIdentityDigest } : {}),
+    ...(result.physicalIdentityDigest ? { physicalIdentityDigest: result.physicalIdentityDigest } : {}),
     drift: result.drift === true,
     ...(result.driftDigest ? { driftDigest: result.driftDigest } : {}),
     driftFindings: (result.findings ?? []).slice(0, 64),

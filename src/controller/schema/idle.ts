@@ -11,6 +11,7 @@ import { findSchemaApproval, markSchemaPlanApprovalsStale, SCHEMA_APPROVAL } fro
 import { claimSchemaApply, claimSchemaReading } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { currentSchemaPlan } from './plan.js';
+import { realmConflictMessage, realmConflicts } from '../realm-census.js';
 import { planPolicy } from './policy.js';
 import { publishSchemaReport, writeSchemaStatus, type Report } from './status.js';
 
@@ -71,6 +72,12 @@ export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
 
   if (readingDue(pass)) return claimSchemaReading(pass, 'Observe', pass.status.target?.lastObservedAt ? 'the reading is due' : 'first reading');
   const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);
+  const conflicts = await realmConflicts(pass, pass.status.target?.physicalIdentityDigest);
+  if (conflicts.length > 0) {
+    const message = realmConflictMessage(conflicts);
+    if (await publishSchemaReport(pass, { phase: 'Blocked', reason: 'RealmConflict', message })) pass.event('Warning', 'RealmConflict', message, 'RealmCensus');
+    return endPass('realm conflict', Math.min(nextReading, 60_000));
+  }
   const planStatus = pass.status.plan;
   if (!planStatus) {
     if (pass.status.target?.drift) return claimSchemaReading(pass, 'Plan', 'the database differs from the desired schema');

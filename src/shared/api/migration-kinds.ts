@@ -80,6 +80,7 @@ export const migrationHistoryStatus = object(
     pendingCount: count(),
     fingerprint: sha256('Digest of the applied history.'),
     targetIdentityDigest: sha256('Which database the reading reached.'),
+    physicalIdentityDigest: optional(sha256('Which physical database the reading opened, whatever URL reached it (the realm census).')),
     dirty: boolean({ description: 'A recorded run started and did not finish.' }),
     modifiedVersions: versionList(),
     outOfOrderVersions: versionList(),

@@ -89,6 +89,7 @@ export const schemaTargetStatus = object(
   {
     coordinationDigest: sha256('The realm digest.'),
     identityDigest: optional(sha256('Which database the last observation reached (credential-free).')),
+    physicalIdentityDigest: optional(sha256('Which physical database it opened, whatever URL reached it (the realm census).')),
     drift: optional(boolean({ description: 'The last reading found the database differs from the desired schema.' })),
     driftDigest: optional(sha256()),
     driftFindings: optional(array(driftFinding, { maxItems: 64 })),

@@ -287,6 +287,7 @@ export const activeOperation = object(
     executionBindingID: bindingEpoch(),
     coordinationDigest: optional(sha256()),
     targetIdentityDigest: optional(sha256()),
+    physicalIdentityDigest: optional(sha256('The physical database the reading behind an Apply opened; its run must report the same.')),
     leaseDurationSeconds: optional(leaseDurationSeconds()),
     leaseEpoch: optional(leaseEpoch()),
     leaseContinuityLost: optional(boolean()),
