@@ -1,10 +1,11 @@
-// A test-only manager: wired as src/main.ts wires it (same config, webhook service, controller manager and
-// migration controller) except that the dispatch order has two steps exchanged (`--swap a,b`, swapped() in
+// A test-only manager: wired as src/main.ts wires it (same config, webhook service, controller manager, schema and
+// migration controllers) except that the dispatch order has two steps exchanged (`--swap a,b`, swapped() in
 // src/shared/lifecycle/dispatch.ts). The crash-window tests run it to see their assertions fail against a wrong
 // order. It lives under test/ so no production build can start it; src/ reads no switch for it.
 import { loadConfig } from '../../src/config.js';
 import { startController } from '../../src/controller/manager.js';
 import { migrationControllerRegistration } from '../../src/controller/migration/register.js';
+import { schemaControllerRegistration } from '../../src/controller/schema/register.js';
 import { systemClock } from '../../src/shared/clock.js';
 import { restClient } from '../../src/shared/kube-client.js';
 import { createUncachedReader, loadKubeConfig } from '../../src/shared/kube.js';
@@ -24,6 +25,7 @@ function swapOf(argv: string[]): [DispatchStep, DispatchStep] {
 
 const argv = process.argv.slice(2);
 const [a, b] = swapOf(argv);
+const order = swapped(a, b);
 const config = loadConfig(argv, {});
 const logger = createLogger({ level: config.logLevel, base: { component: 'ptah-manager', swapped: `${a}<->${b}` } });
 const kubeConfig = loadKubeConfig(config.kubeconfig);
@@ -44,6 +46,6 @@ startController({
   leaseNamespace: config.leaseNamespace,
   leaseName: 'ptah-operator.operator.ptah.run',
   workers: config.workers,
-  controllers: [migrationControllerRegistration({ manager, order: swapped(a, b) })],
+  controllers: [schemaControllerRegistration({ manager, order }), migrationControllerRegistration({ manager, order })],
 });
-logger.info({ order: swapped(a, b) }, 'manager started with a swapped dispatch order');
+logger.info({ order }, 'manager started with a swapped dispatch order');

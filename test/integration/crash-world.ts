@@ -11,6 +11,7 @@ import type { Test } from 'tap';
 import type { V1Job, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { generateCertificates } from '../../certs/generate.js';
 import type { PtahMigration, PtahMigrationStatus } from '../../src/shared/api/migration-kinds.js';
+import type { PtahSchema, PtahSchemaStatus } from '../../src/shared/api/schema-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
@@ -27,22 +28,38 @@ import type { TestDatabase } from '../harness/postgres.js';
 import { waitFor } from '../harness/wait.js';
 import { registerWebhooks, type RegisteredWebhooks } from '../harness/webhooks.js';
 import { jobsOf, MANAGER, migrationWorld, WAIT_MS, type HistoryRow, type MigrationWorld } from './migration-world.js';
+import { schemaWorld, type SchemaWorld } from './schema-world.js';
 import { sleepingSessions } from './slow-apply.js';
 
 export const NAME = 'orders';
 export type Swap = readonly [DispatchStep, DispatchStep];
 
-export interface CrashWorld {
-  w: MigrationWorld;
+/** What of a test world the crash world uses: its namespace and an admin client. */
+export interface CrashBase {
+  ns: string;
+  admin: MigrationWorld['admin'];
+}
+
+export interface CrashWorld<W extends CrashBase = MigrationWorld> {
+  w: W;
   proxy: CrashProxy;
   /** The manager process running now, if any. */
   readonly manager: ManagerProcess | undefined;
-  /** Starts a manager process (the real src/main.ts, or the swapped test entry); the previous one must be gone. */
-  startManager(order?: Swap): Promise<ManagerProcess>;
+  /**
+   * Starts a manager process (the real src/main.ts, or the swapped test entry); the previous one must be gone.
+   * `runnerImage` is the runner image its config names (default the world's MANAGER.runnerImage).
+   */
+  startManager(order?: Swap, runnerImage?: string): Promise<ManagerProcess>;
   /** Kills the running manager now, wherever it is; returns when it was dead (ms since the epoch). */
   killNow(): Promise<number>;
   /** Arms a kill of the manager running when `trigger`'s write arrives; resolves once it is dead. */
   killOn(trigger: KillTrigger): Promise<FiredKill>;
+  /**
+   * Unregisters the manager process's webhooks while no manager runs, so a person's write is admitted by the
+   * world's own admission service alone (a dead manager's webhooks fail closed); the next startManager registers
+   * them again.
+   */
+  unregisterManagerWebhooks(): Promise<void>;
 }
 
 /** Sums controller_runtime_webhook_requests_total: how many admission requests the process has answered. */
@@ -52,8 +69,21 @@ async function webhookRequests(url: string, caPem: string): Promise<number> {
     .reduce((sum, l) => sum + Number(l.split(' ').pop() ?? 0), 0);
 }
 
-export async function crashWorld(t: Test): Promise<CrashWorld> {
-  const w = await migrationWorld(t);
+/** `schemas`: the test also creates PtahSchemas in the migration world's namespace, which the teardown deletes too. */
+export async function crashWorld(t: Test, options: { schemas?: boolean } = {}): Promise<CrashWorld> {
+  return crashWorldOn(t, await migrationWorld(t), options.schemas ? ['PtahMigration', 'PtahSchema'] : ['PtahMigration']);
+}
+
+/** The schema world (schema-world.ts's namespace, database and helpers) with the manager as a real process. */
+export async function crashSchemaWorld(t: Test): Promise<CrashWorld<SchemaWorld>> {
+  return crashWorldOn(t, await schemaWorld(t), ['PtahSchema']);
+}
+
+/**
+ * The crash world on `w`'s namespace; `kinds` are the resources the teardown deletes while a manager runs, so it
+ * takes its finalizers off and the namespace can go.
+ */
+async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly ('PtahMigration' | 'PtahSchema')[]): Promise<CrashWorld<W>> {
   const cluster = sharedCluster();
   const pki = await cluster.pki();
   const dir = await mkdtemp(join(tmpdir(), 'ptah-crash-'));
@@ -71,19 +101,19 @@ export async function crashWorld(t: Test): Promise<CrashWorld> {
   let hooks: RegisteredWebhooks | undefined;
   let started = 0;
 
-  const world: CrashWorld = {
+  const world: CrashWorld<W> = {
     w,
     proxy,
     get manager() {
       return manager;
     },
-    async startManager(order) {
+    async startManager(order, runnerImage = MANAGER.runnerImage) {
       if (manager) throw new Error(`${manager.name} is still running`);
       started += 1;
       // The same port and certificate every time, so the webhook registration outlives a killed manager.
       manager = await startManagerProcess({
         name: `manager-${started}${order ? `-swapped-${order.join('-')}` : ''}`, logFile: join(dir, `manager-${started}.log`), kubeconfig,
-        certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, runnerImage: MANAGER.runnerImage,
+        certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, runnerImage,
         controllerImage: MANAGER.controllerImage, revision: MANAGER.controllerRevision, ...(order ? { order } : {}),
       });
       if (!hooks) {
@@ -119,17 +149,25 @@ export async function crashWorld(t: Test): Promise<CrashWorld> {
         await running?.kill();
       });
     },
+    async unregisterManagerWebhooks() {
+      if (manager) throw new Error(`${manager.name} is still running`);
+      await hooks?.unregister();
+      hooks = undefined;
+    },
   };
 
   t.teardown(async () => {
     proxy.disarm();
-    // A live manager takes its finalizers off the deleted migrations, so the namespace can go.
-    const migrations = await w.admin.list<PtahMigration>(API_VERSION, KINDS.PtahMigration.kind, w.ns).catch(() => []);
-    if (migrations.length > 0) {
+    // A live manager takes its finalizers off the deleted resources, so the namespace can go.
+    for (const kind of kinds) {
+      const { kind: kindName } = KINDS[kind];
+      const resources = await w.admin.list<PtahMigration | PtahSchema>(API_VERSION, kindName, w.ns).catch(() => []);
+      if (resources.length === 0) continue;
       if (!manager) await world.startManager().catch(() => undefined);
-      await Promise.all(migrations.map((m) => w.admin.delete(w.ref('PtahMigration', m.metadata.name!)).catch(() => undefined)));
-      await waitFor(async () => ((await w.admin.list(API_VERSION, KINDS.PtahMigration.kind, w.ns)).length === 0 ? true : undefined),
-        { what: 'the crash test\'s PtahMigrations to be deleted', timeoutMs: 60_000 }).catch(() => undefined);
+      const ref = (name: string) => ({ apiVersion: API_VERSION, kind: kindName, namespace: w.ns, name });
+      await Promise.all(resources.map((r) => w.admin.delete(ref(r.metadata.name!)).catch(() => undefined)));
+      await waitFor(async () => ((await w.admin.list(API_VERSION, kindName, w.ns)).length === 0 ? true : undefined),
+        { what: `the crash test's ${kindName}s to be deleted`, timeoutMs: 60_000 }).catch(() => undefined);
     }
     await manager?.kill();
     await hooks?.unregister();
@@ -144,14 +182,24 @@ export async function crashWorld(t: Test): Promise<CrashWorld> {
 
 const isStored = (r: { status: number }) => r.status >= 200 && r.status < 300;
 const MIGRATIONS = `/apis/${API_VERSION}/namespaces/[^/]+/${KINDS.PtahMigration.plural}/`;
+const SCHEMAS = `/apis/${API_VERSION}/namespaces/[^/]+/${KINDS.PtahSchema.plural}/`;
 
 /** A status write (PUT or PATCH of the status subresource) of migration `name` whose new status satisfies `is`. */
 export function statusWrite(what: string, is: (status: PtahMigrationStatus) => boolean, name = NAME): KillTrigger {
-  const path = new RegExp(`^${MIGRATIONS}${name}/status$`);
+  return statusWriteOf(MIGRATIONS, what, is, name);
+}
+
+/** A status write of PtahSchema `name` whose new status satisfies `is`. */
+export function schemaStatusWrite(what: string, is: (status: PtahSchemaStatus) => boolean, name: string): KillTrigger {
+  return statusWriteOf(SCHEMAS, what, is, name);
+}
+
+function statusWriteOf<S>(collection: string, what: string, is: (status: S) => boolean, name: string): KillTrigger {
+  const path = new RegExp(`^${collection}${name}/status$`);
   return {
     what,
     match: (write: ProxiedWrite) => (write.method === 'PUT' || write.method === 'PATCH') && path.test(write.path) &&
-      is(((write.body as { status?: PtahMigrationStatus } | undefined)?.status) ?? {}),
+      is(((write.body as { status?: S } | undefined)?.status) ?? ({} as S)),
   };
 }
 
@@ -228,7 +276,8 @@ export async function runToKill(t: Test, options: RowOptions): Promise<RowRun> {
   return { cw, db, fired, atKill, claim, jobAtKill, states, recoveryMs: ledAt - fired.killedAt };
 }
 
-async function within<T>(p: Promise<T>, ms: number, what: string, onTimeout: () => void): Promise<T> {
+/** `p`, or a failure naming `what` after `ms` (`onTimeout` runs first). */
+export async function within<T>(p: Promise<T>, ms: number, what: string, onTimeout: () => void): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
