@@ -217,7 +217,10 @@ export function runResult(claim: ActiveOperation, plan: PtahMigrationPlan, outco
       error: { code: 'executor_failed', message: 'the first migration failed; nothing was applied' },
       migrationRun: { outcome: 'failed', applied: [], planned: planned(plan), failedVersion: plan.spec.migrations[0]!.version },
     };
-  const result = { ...base, ...fields } as Record<string, unknown>;
+  // A started executor reports the physical database it opened, as the reading behind the claim did.
+  const started = (fields.childExitCode ?? base.childExitCode) !== -1;
+  const identity = started && claim.physicalIdentityDigest ? { physicalIdentityDigest: claim.physicalIdentityDigest, physicalIdentityKind: 'system-identifier' as const } : {};
+  const result = { ...base, ...identity, ...fields } as Record<string, unknown>;
   for (const key of Object.keys(result)) if (result[key] === undefined) delete result[key];
   return result as unknown as RunnerResult<'migration-apply'>;
 }

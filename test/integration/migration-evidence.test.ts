@@ -9,6 +9,7 @@ import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { RUNNER_CONTAINER } from '../../src/shared/job/build.js';
 import { podEnvelopeVerdict } from '../../src/shared/pod-envelope.js';
 import { encodeFrame, encodeSummary, parseResultFor, summaryFor } from '../../src/shared/runner-protocol.js';
+import { sha256Digest } from '../../src/shared/canonical.js';
 import { targetIdentityDigest } from '../../src/shared/target-identity.js';
 import type { TestDatabase } from '../harness/postgres.js';
 import { sleep, waitFor } from '../harness/wait.js';
@@ -197,6 +198,23 @@ t.test('a report that does not name the database it opened, from a Pod inside th
       const m = await retired(w, run.name, run.claim);
       await assertGhostOnly(t, w, run);
       assertUnknown(t, m, run.claim, /^TargetUnconfirmed: the run does not report which database it opened/);
+      await assertUntouchedAndNotReplayed(t, w, run.name, run.db);
+    });
+  }
+});
+
+t.test('a report of another physical database than the reading behind the claim, or of none, is not accepted', async (t) => {
+  const { w, ghost, runs } = await envelopeWorld(t, ['frame-other-physical', 'frame-no-physical']);
+  const [other, none] = runs as [EnvelopeRun, EnvelopeRun];
+  t.ok(other.claim.physicalIdentityDigest && none.claim.physicalIdentityDigest, 'fixture: the claims carry the physical database their readings opened');
+  // The same URL and realm, an Applied account, but another physical database (a database recreated under its name).
+  await ghostRun(w, ghost, other, { log: framed(runResult(other.claim, other.plan, 'applied', { physicalIdentityDigest: sha256Digest('another cluster'), physicalIdentityKind: 'system-identifier' })), exitCode: 0 });
+  await ghostRun(w, ghost, none, { log: framed(runResult(none.claim, none.plan, 'applied', { physicalIdentityDigest: undefined, physicalIdentityKind: undefined })), exitCode: 0 });
+  for (const [run, reason] of [[other, /^TargetMismatch: the run reports another physical database/], [none, /^TargetUnconfirmed: the run does not report which physical database it opened/]] as const) {
+    await t.test(run.name, async (t) => {
+      const m = await retired(w, run.name, run.claim);
+      await assertGhostOnly(t, w, run);
+      assertUnknown(t, m, run.claim, reason);
       await assertUntouchedAndNotReplayed(t, w, run.name, run.db);
     });
   }
