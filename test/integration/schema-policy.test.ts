@@ -35,9 +35,9 @@ async function convergeFirst(t: Test, w: SchemaWorld, name: string) {
   await w.waitFor(name, 'a first plan awaiting approval', (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan ? s : undefined));
   const plan = await w.plan(name);
   await w.approve(name);
-  await w.waitFor(name, 'InSync after the first Apply and its proof',
+  const synced = await w.waitFor(name, 'InSync after the first Apply and its proof',
     (s) => (s.status?.phase === 'InSync' && s.status.applied?.planRef.uid === plan.metadata.uid && !s.status.pendingLockRelease && !s.status.pendingObservation ? s : undefined));
-  t.pass(`${name} converged its first plan ${plan.metadata.name}`);
+  t.equal(synced.status?.applied?.planFingerprint, plan.spec.fingerprint, `${name} converged exactly its first plan ${plan.metadata.name}`);
   return plan;
 }
 
