@@ -16,6 +16,11 @@ export interface Config {
   kubeconfig?: string;
   /** Namespace of the leader-election Lease. */
   leaseNamespace: string;
+  /**
+   * Reconcile the resources of this namespace only (a namespace-scoped installation, or several managers sharing one
+   * control plane, as the tests do); every namespace when absent. The realm census still reads every namespace.
+   */
+  watchNamespace?: string;
   /** Off: this replica serves admission only. The controller never runs without holding the manager Lease. */
   leaderElection: boolean;
   workers: number;
@@ -42,6 +47,7 @@ const SETTINGS: readonly Setting[] = [
   { key: 'managerUsername', flag: 'manager-username', env: 'PTAH_MANAGER_USERNAME', type: 'string' },
   { key: 'kubeconfig', flag: 'kubeconfig', env: 'PTAH_KUBECONFIG', type: 'string' },
   { key: 'leaseNamespace', flag: 'lease-namespace', env: 'PTAH_LEASE_NAMESPACE', type: 'string' },
+  { key: 'watchNamespace', flag: 'watch-namespace', env: 'PTAH_WATCH_NAMESPACE', type: 'string' },
   { key: 'leaderElection', flag: 'leader-election', env: 'PTAH_LEADER_ELECTION', type: 'string' },
   { key: 'workers', flag: 'workers', env: 'PTAH_WORKERS', type: 'string' },
   { key: 'controllerImage', flag: 'controller-image', env: 'PTAH_CONTROLLER_IMAGE', type: 'string' },
@@ -67,6 +73,7 @@ const SCHEMA = {
     managerUsername: { type: 'string', pattern: `^system:serviceaccount:${DNS_LABEL}:${DNS_SUBDOMAIN}$`, maxLength: 330 },
     kubeconfig: { type: 'string', minLength: 1 },
     leaseNamespace: { type: 'string', pattern: `^${DNS_LABEL}$` },
+    watchNamespace: { type: 'string', pattern: `^${DNS_LABEL}$`, maxLength: 63 },
     leaderElection: { type: 'boolean' },
     workers: { type: 'integer', minimum: 1, maximum: 64 },
     controllerImage: { type: 'string', pattern: IMAGE },

@@ -72,8 +72,9 @@ async function main(): Promise<void> {
   // The controller starts after the webhook listens, so the writes the elected leader makes meet a serving webhook.
   if (config.leaderElection) {
     const manager = { controllerImage: config.controllerImage, controllerRevision: config.revision, runnerImage: config.runnerImage };
-    registerSchemaController({ manager });
-    registerMigrationController({ manager });
+    const scope = config.watchNamespace ? { namespace: config.watchNamespace } : {};
+    registerSchemaController({ manager, ...scope });
+    registerMigrationController({ manager, ...scope });
     try {
       controller = startController({
         kubeConfig,
@@ -92,7 +93,7 @@ async function main(): Promise<void> {
   } else {
     logger.warn('leader election is off: this replica serves admission only and runs no controller');
   }
-  logger.info({ revision: config.revision, leaderElection: config.leaderElection, workers: config.workers }, 'manager started');
+  logger.info({ revision: config.revision, leaderElection: config.leaderElection, workers: config.workers, watchNamespace: config.watchNamespace ?? '(all)' }, 'manager started');
 }
 
 main().catch((e: unknown) => {

@@ -18,7 +18,7 @@ export const CONTROLLER_STATE_VERSION = 1;
 export interface FamilyControllerOptions {
   /** Images and revision this manager records on its Jobs (the webhook is given the same). */
   manager: Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> & Partial<Omit<ManagerIdentity, 'executorImage'>>;
-  /** Watch one namespace only (tests); every namespace by default. */
+  /** Watch one namespace only (--watch-namespace, and the tests); every namespace by default. */
   namespace?: string;
   clock?: Clock;
   /** Dispatch order: the dispatch-order tests' seam, never configuration. */

@@ -20,6 +20,8 @@ export interface ManagerProcessOptions {
   caPem: string;
   port: number;
   leaseNamespace: string;
+  /** The one namespace it reconciles (`--watch-namespace`): test files share the control plane and run side by side. */
+  watchNamespace: string;
   runnerImage: string;
   controllerImage: string;
   revision: string;
@@ -54,6 +56,7 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     '--listen-host', '127.0.0.1',
     '--port', String(options.port),
     '--lease-namespace', options.leaseNamespace,
+    '--watch-namespace', options.watchNamespace,
     '--runner-image', options.runnerImage,
     '--controller-image', options.controllerImage,
     '--revision', options.revision,

@@ -46,6 +46,6 @@ startController({
   leaseNamespace: config.leaseNamespace,
   leaseName: 'ptah-operator.operator.ptah.run',
   workers: config.workers,
-  controllers: [schemaControllerRegistration({ manager, order }), migrationControllerRegistration({ manager, order })],
+  controllers: [schemaControllerRegistration({ manager, order, namespace: config.watchNamespace }), migrationControllerRegistration({ manager, order, namespace: config.watchNamespace })],
 });
 logger.info({ order }, 'manager started with a swapped dispatch order');

@@ -113,7 +113,7 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
       // The same port and certificate every time, so the webhook registration outlives a killed manager.
       manager = await startManagerProcess({
         name: `manager-${started}${order ? `-swapped-${order.join('-')}` : ''}`, logFile: join(dir, `manager-${started}.log`), kubeconfig,
-        certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, runnerImage,
+        certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, watchNamespace: w.ns, runnerImage,
         controllerImage: MANAGER.controllerImage, revision: MANAGER.controllerRevision, ...(order ? { order } : {}),
       });
       if (!hooks) {

@@ -6,6 +6,12 @@ t.test('defaults give a startable configuration', async (t) => {
   t.same(config, { ...DEFAULTS });
   t.equal(config.certDir, undefined, 'no cert dir means a generated development certificate');
   t.equal(config.kubeconfig, undefined);
+  t.equal(config.watchNamespace, undefined, 'every namespace is reconciled unless one is named');
+});
+
+t.test('one watched namespace', async (t) => {
+  t.equal(loadConfig(['--watch-namespace', 'shop'], {}).watchNamespace, 'shop');
+  t.equal(loadConfig([], { PTAH_WATCH_NAMESPACE: 'team-a' }).watchNamespace, 'team-a');
 });
 
 t.test('flags and environment are read, flags win', async (t) => {
@@ -35,6 +41,7 @@ const bad: [string, string[], NodeJS.ProcessEnv, RegExp][] = [
   ['manager username with an empty namespace', ['--manager-username', 'system:serviceaccount::x'], {}, /--manager-username/],
   ['zero workers', ['--workers', '0'], {}, /--workers \(PTAH_WORKERS\) must be >= 1/],
   ['lease namespace not a DNS label', [], { PTAH_LEASE_NAMESPACE: 'Bad_NS' }, /--lease-namespace \(PTAH_LEASE_NAMESPACE\)/],
+  ['watched namespace not a DNS label', ['--watch-namespace', 'a,b'], {}, /--watch-namespace \(PTAH_WATCH_NAMESPACE\) must match pattern/],
   ['leader election not a boolean', [], { PTAH_LEADER_ELECTION: 'maybe' }, /--leader-election \(PTAH_LEADER_ELECTION\) must be boolean/],
   ['image with whitespace', ['--controller-image', 'a b'], {}, /--controller-image \(PTAH_CONTROLLER_IMAGE\)/],
   ['unknown log level', ['--log-level', 'loud'], {}, /--log-level \(PTAH_LOG_LEVEL\) must be equal to one of the allowed values/],
