@@ -194,7 +194,7 @@ function schemaDispatchFamily(pass: SchemaPass, claim: ActiveOperation): Dispatc
       } catch (e) {
         if (!(e instanceof ProjectionConflict)) throw e;
         // A name derived from the plan cannot be cleared by a retry: the plan is retired (applyBecameStale).
-        await retirePlanAndClaim(pass, plan, `a ConfigMap under one of plan ${plan.metadata.name}'s projection names is not its projection: ${e.message}`);
+        await retirePlanAndClaim(pass, plan, `plan ${plan.metadata.name} cannot be staged for its Job: ${e.message}`);
         return false;
       }
     },

@@ -21,7 +21,7 @@ export class PlanError extends Error {
   override name = 'PlanError';
 }
 
-/** A projection ConfigMap under a plan's chunk name that is not the plan's projection: no retry can clear it. */
+/** The plan cannot be staged as approved (a foreign ConfigMap under a projection name, or chunks that no longer hold its content): no retry can clear it. */
 export class ProjectionConflict extends Error {
   override name = 'ProjectionConflict';
 }
@@ -181,7 +181,10 @@ export async function currentSchemaPlan(pass: SchemaPass): Promise<PlanVerdict> 
 
 /** The plan's bytes from its PtahSchemaPlanChunks, read uncached and checked against its size and content digest. */
 export async function loadPlanBytes(pass: SchemaPass, plan: PtahSchemaPlan): Promise<Uint8Array> {
-  const chunks = await Promise.all(plan.spec.chunks.map((name) => pass.deps.client.get<PtahSchemaPlanChunk>(chunkRef(pass, name))));
+  const found = await Promise.all(plan.spec.chunks.map((name) => pass.deps.client.tryGet<PtahSchemaPlanChunk>(chunkRef(pass, name))));
+  const missing = plan.spec.chunks.filter((_, i) => !found[i]);
+  if (missing.length > 0) throw new PlanStoreError(`chunk ${missing.join(', ')} of plan ${plan.metadata.name} no longer exists`);
+  const chunks = found as PtahSchemaPlanChunk[];
   const owned = chunks.filter((c) => c.metadata.ownerReferences?.some((r) => r.controller === true && r.uid === plan.metadata.uid));
   if (owned.length !== chunks.length) throw new PlanStoreError(`a chunk of plan ${plan.metadata.name} is not owned by it`);
   return reconstructPlanBytes(chunks, plan.spec);
@@ -190,10 +193,18 @@ export async function loadPlanBytes(pass: SchemaPass, plan: PtahSchemaPlan): Pro
 /**
  * The stage step (the seed's planstore.Project): the verified chunks copied into immutable ConfigMaps of the same
  * names, owned by the plan. One already stored is read back and must match; one that does not is a
- * ProjectionConflict, which retires the plan, because its name is derived from the plan.
+ * ProjectionConflict, which retires the plan, because its name is derived from the plan. Chunks that no longer
+ * reconstruct the approved content (one deleted or not the plan's) are a ProjectionConflict too: no retry can bring
+ * the approved bytes back.
  */
 export async function projectPlan(pass: SchemaPass, plan: PtahSchemaPlan): Promise<void> {
-  const bytes = await loadPlanBytes(pass, plan);
+  let bytes: Uint8Array;
+  try {
+    bytes = await loadPlanBytes(pass, plan);
+  } catch (e) {
+    if (e instanceof PlanStoreError) throw new ProjectionConflict(`its stored chunks do not hold the approved content: ${e.message}`);
+    throw e;
+  }
   for (const wanted of projectionConfigMaps(plan, splitPlan(bytes))) {
     try {
       await pass.deps.client.create(wanted);
@@ -203,7 +214,7 @@ export async function projectPlan(pass: SchemaPass, plan: PtahSchemaPlan): Promi
     }
     const found = await pass.deps.client.get<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', namespace: pass.namespace, name: wanted.metadata!.name! });
     const verdict = projectionMatches(found, wanted);
-    if (!verdict.ok) throw new ProjectionConflict(verdict.reason);
+    if (!verdict.ok) throw new ProjectionConflict(`ConfigMap ${wanted.metadata!.name!} under one of its projection names is not its projection: ${verdict.reason}`);
   }
 }
 
