@@ -7,6 +7,7 @@ import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { REPO_ROOT } from './harness/paths.js';
 import { onInterrupt, trackGroup } from './harness/processes.js';
+import { fileDurations, longestFirst, readDurations, recordDurations } from './harness/schedule.js';
 import { countTap, type TapCounts } from './harness/tap-count.js';
 import { startStack, type Stack } from './harness/stack.js';
 
@@ -21,7 +22,7 @@ function testFiles(dir: string): string[] {
 }
 
 /** Runs tap with the raw TAP reporter, copying its output through and keeping it to count. */
-async function runTap(args: string[], env: Record<string, string>): Promise<{ counts: TapCounts; exitCode: number }> {
+async function runTap(args: string[], env: Record<string, string>): Promise<{ counts: TapCounts; exitCode: number; tap: string }> {
   // Not --output-file: with the raw TAP reporter tap 21 then writes every line to stdout twice.
   // Its own process group, so an interrupted run can stop tap and every test file it started, however they
   // handle signals.
@@ -40,7 +41,8 @@ async function runTap(args: string[], env: Record<string, string>): Promise<{ co
     child.once('close', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
   });
   unregister();
-  return { counts: await countTap(Buffer.concat(chunks).toString('utf8')), exitCode };
+  const output = Buffer.concat(chunks).toString('utf8');
+  return { counts: await countTap(output), exitCode, tap: output };
 }
 
 function formatTimings(stack: Stack): string {
@@ -55,10 +57,15 @@ async function formatMemory(stack: Stack): Promise<string> {
   return Object.entries(mem).map(([name, kib]) => `${name} ${(kib / 1024).toFixed(0)} MiB`).join(', ');
 }
 
+// Test files run side by side: most of their time is spent waiting on Jobs, Leases and deadlines, not on the CPU,
+// and each works in its own namespaces and databases on the shared stack. PTAH_TEST_JOBS (or tap's --jobs) overrides.
+const JOBS = process.env.PTAH_TEST_JOBS ?? '3';
+
 const args = process.argv.slice(2);
 const flags = args.filter((a) => a.startsWith('-'));
+if (!flags.some((f) => f === '-j' || f.startsWith('--jobs') || /^-j\d/.test(f))) flags.push(`--jobs=${JOBS}`);
 const files = args.filter((a) => !a.startsWith('-'));
-const selected = files.length > 0 ? files : testFiles(join(REPO_ROOT, 'test'));
+const selected = longestFirst(files.length > 0 ? files : testFiles(join(REPO_ROOT, 'test')), await readDurations());
 
 let stack: Stack | undefined;
 let stackFailure = 0;
@@ -71,7 +78,8 @@ try {
   say(`the test stack did not start; tests that need it will fail: ${(e as Error).message}`);
 }
 
-const { counts, exitCode } = await runTap([...flags, ...selected], stack?.env ?? {});
+const { counts, exitCode, tap } = await runTap([...flags, ...selected], stack?.env ?? {});
+await recordDurations(fileDurations(tap)).catch((e: Error) => say(`could not record the files' durations: ${e.message}`));
 const failures = [...counts.failures];
 if (stackFailure) failures.push('the test stack (PostgreSQL, control plane, fake kubelet) did not start');
 // tap failed but said nothing countable (it could not start, or died before writing any TAP).
