@@ -72,7 +72,7 @@ async function main(): Promise<void> {
   // The controller starts after the webhook listens, so the writes the elected leader makes meet a serving webhook.
   if (config.leaderElection) {
     const manager = { controllerImage: config.controllerImage, controllerRevision: config.revision, runnerImage: config.runnerImage };
-    const scope = config.watchNamespace ? { namespace: config.watchNamespace } : {};
+    const scope = { leaseNamespace: config.leaseNamespace, ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}) };
     registerSchemaController({ manager, ...scope });
     registerMigrationController({ manager, ...scope });
     try {

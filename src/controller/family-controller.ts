@@ -1,7 +1,7 @@
-// What both families' controllers are built from: the dependencies a pass gets (one TargetLock per namespace, the
-// manager identity the execution binding binds), one Controller whose work queue never hands one key to two
-// workers (so each resource has one pass, and one status writer, at a time), and informers scoped to one
-// namespace in tests. Each family supplies its reconcile function and what wakes it.
+// What both families' controllers are built from: the dependencies a pass gets (one TargetLock per namespace of
+// Leases, the coordination namespace a PtahRealm's Leases live in, the manager identity the execution binding
+// binds), one Controller whose work queue never hands one key to two workers (so each resource has one pass, and
+// one status writer, at a time), and informers scoped to one namespace in tests. Each family supplies its reconcile function and what wakes it.
 import { systemClock, type Clock } from '../shared/clock.js';
 import type { KubeObject } from '../shared/kube-client.js';
 import type { DispatchOrder } from '../shared/lifecycle/dispatch.js';
@@ -20,6 +20,11 @@ export interface FamilyControllerOptions {
   manager: Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> & Partial<Omit<ManagerIdentity, 'executorImage'>>;
   /** Watch one namespace only (--watch-namespace, and the tests); every namespace by default. */
   namespace?: string;
+  /**
+   * The manager's Lease namespace (--lease-namespace): the Leases of realms named by a realmRef live here, so every
+   * manager of one cluster must be given the same one.
+   */
+  leaseNamespace: string;
   clock?: Clock;
   /** Dispatch order: the dispatch-order tests' seam, never configuration. */
   order?: DispatchOrder;
@@ -59,6 +64,7 @@ export function familyController(
       if (!lock) locks.set(namespace, (lock = new TargetLock(env.client, namespace, clock)));
       return lock;
     },
+    coordinationNamespace: options.leaseNamespace,
     log: env.logger.child({ controller: name }),
     order: options.order,
     readFailures: new Map(),

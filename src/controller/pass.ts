@@ -8,7 +8,7 @@ import type { Clock } from '../shared/clock.js';
 import type { KubeClient, KubeObject, ResourceRef } from '../shared/kube-client.js';
 import type { DispatchOrder } from '../shared/lifecycle/dispatch.js';
 import type { Logger } from '../shared/logger.js';
-import { coordinationDigest } from '../shared/realm.js';
+import { realmDigestOf, type RealmTarget } from '../shared/realm.js';
 import type { TargetLock } from '../shared/targetlock.js';
 import type { EventInput } from './events.js';
 
@@ -34,8 +34,13 @@ export interface OwnerDeps {
   events: OwnerEvents;
   manager: ManagerIdentity;
   clock: Clock;
-  /** The realm Lease of a namespace (a coordination digest names a database within one namespace). */
+  /** The realm Leases kept in a namespace. */
   lockFor(namespace: string): TargetLock;
+  /**
+   * Where the Leases of realms named by a realmRef live (the manager's Lease namespace), so resources of every
+   * namespace a PtahRealm lists serialize on one Lease. A coordinationKey's Lease stays in its resource's namespace.
+   */
+  coordinationNamespace: string;
   log: Logger;
   /** Dispatch order: a test seam for the dispatch-order tests, never configuration. */
   order?: DispatchOrder;
@@ -55,7 +60,7 @@ export const endPass = (why: string, requeueAfterMs = 1): PassEnd => ({ why, req
 export interface OwnerResource extends KubeObject {
   kind?: string;
   metadata: NonNullable<KubeObject['metadata']>;
-  spec: { target: { engine: string; coordinationKey: string } };
+  spec: { target: RealmTarget & { sharedRealm?: boolean } };
   status?: { activeOperation?: ActiveOperation; executionBinding?: { epoch: string; controllerStateVersion: number } };
 }
 
@@ -87,8 +92,12 @@ export class OwnerPass<R extends OwnerResource> {
     return this.obj.metadata.generation ?? 0;
   }
 
+  /**
+   * The Leases of this resource's realm. The CRD forbids switching between coordinationKey and realmRef, so every
+   * digest this resource ever recorded has its Lease in the namespace chosen here.
+   */
   get lock(): TargetLock {
-    return this.deps.lockFor(this.namespace);
+    return this.deps.lockFor(this.obj.spec.target.realmRef ? this.deps.coordinationNamespace : this.namespace);
   }
 
   now(): Date {
@@ -105,8 +114,7 @@ export class OwnerPass<R extends OwnerResource> {
 
   /** The realm: the database this resource addresses, by coordination digest. */
   realm(): string {
-    const { engine, coordinationKey } = this.obj.spec.target;
-    return coordinationDigest({ engine, namespace: this.namespace, coordinationKey });
+    return realmDigestOf(this.obj.spec.target, this.namespace);
   }
 
   /** The owner reference jobclaim.match holds a Job to. */

@@ -102,7 +102,7 @@ const RESOURCES = new Map<string, ResourceInfo>([
   ['coordination.k8s.io/v1/Lease', { plural: 'leases', namespaced: true }],
   ['scheduling.k8s.io/v1/PriorityClass', { plural: 'priorityclasses', namespaced: false }],
   ['events.k8s.io/v1/Event', { plural: 'events', namespaced: true }],
-  ...Object.values(KINDS).map((k): [string, ResourceInfo] => [`${API_VERSION}/${k.kind}`, { plural: k.plural, namespaced: true }]),
+  ...Object.values(KINDS).map((k): [string, ResourceInfo] => [`${API_VERSION}/${k.kind}`, { plural: k.plural, namespaced: k.namespaced }]),
 ]);
 
 /** Registers a further kind the client may address (the core kinds above and the Ptah kinds are known). */

@@ -36,8 +36,8 @@ export function typedClients(kc: KubeConfig): TypedClients {
   };
 }
 
-/** Direct GETs against the API server, never a cache. Failures are ApiErrors (404 included). */
-export type UncachedReader = Pick<KubeClient, 'get'>;
+/** Direct GETs and LISTs against the API server, never a cache. Failures are ApiErrors (404 included). */
+export type UncachedReader = Pick<KubeClient, 'get' | 'list'>;
 
 /**
  * The reader admission uses: its own client, with a per-read timeout under the webhook's admission timeout. The
@@ -50,6 +50,10 @@ export function createUncachedReader(kc: KubeConfig, timeoutMs: number): Uncache
     async get<T extends KubeObject>(ref: ResourceRef): Promise<T> {
       client ??= restClient(kc, { timeoutMs });
       return (await client).get<T>(ref);
+    },
+    async list<T extends KubeObject>(apiVersion: string, kind: string, namespace: string | undefined): Promise<T[]> {
+      client ??= restClient(kc, { timeoutMs });
+      return (await client).list<T>(apiVersion, kind, namespace);
     },
   };
 }

@@ -24,6 +24,7 @@ import {
 } from './admission.js';
 import { judgeControllerWrite } from './controller-write/index.js';
 import { judgeDecision } from './decision.js';
+import { judgeRealm } from './realm.js';
 import { judgeStamp } from './stamp.js';
 import { judgeStatusWrite } from './status-write.js';
 
@@ -83,6 +84,7 @@ const JUDGES: Record<WebhookPath, Judge> = {
   [WEBHOOK_PATHS.decision]: judgeDecision,
   [WEBHOOK_PATHS.controllerWrite]: judgeControllerWrite,
   [WEBHOOK_PATHS.statusWrite]: judgeStatusWrite,
+  [WEBHOOK_PATHS.realm]: judgeRealm,
 };
 
 export interface ServerDeps {

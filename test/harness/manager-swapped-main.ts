@@ -46,6 +46,6 @@ startController({
   leaseNamespace: config.leaseNamespace,
   leaseName: 'ptah-operator.operator.ptah.run',
   workers: config.workers,
-  controllers: [schemaControllerRegistration({ manager, order, namespace: config.watchNamespace }), migrationControllerRegistration({ manager, order, namespace: config.watchNamespace })],
+  controllers: [schemaControllerRegistration({ manager, order, namespace: config.watchNamespace, leaseNamespace: config.leaseNamespace }), migrationControllerRegistration({ manager, order, namespace: config.watchNamespace, leaseNamespace: config.leaseNamespace })],
 });
 logger.info({ order }, 'manager started with a swapped dispatch order');

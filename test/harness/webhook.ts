@@ -59,6 +59,17 @@ export class MemoryReader implements UncachedReader {
     if (!object) throw new ApiError({ code: 404, reason: 'NotFound', message: `${ref.kind} "${ref.name}" not found` }, `GET ${ref.kind}`);
     return structuredClone(object) as T;
   }
+
+  /** Every stored object of the kind (in `namespace`, when given); a failure planted on the list's ref fails it. */
+  async list<T extends KubeObject>(apiVersion: string, kind: string, namespace: string | undefined): Promise<T[]> {
+    const k = key({ apiVersion, kind, namespace, name: '' });
+    this.reads.push(k);
+    const failure = this.failures.get(k);
+    if (failure) throw failure;
+    return [...this.objects.values()]
+      .filter((o) => o.apiVersion === apiVersion && o.kind === kind && (namespace === undefined || o.metadata?.namespace === namespace))
+      .map((o) => structuredClone(o) as T);
+  }
 }
 
 export interface ReviewInput {

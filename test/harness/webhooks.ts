@@ -10,6 +10,13 @@ import { sharedCluster, type SharedCluster } from './cluster.js';
 import { waitFor } from './wait.js';
 import { webhookConfigurations } from '../../src/shared/api/webhooks.js';
 
+/**
+ * A cluster-scoped object (a PtahRealm) has no namespace to select by, so with `namespace` set it reaches a test's
+ * webhooks only when it carries this label with the namespace as its value: tests side by side never judge, or
+ * fail closed on, each other's realms.
+ */
+export const CLUSTER_OBJECT_SCOPE_LABEL = 'ptah.test/webhook-namespace';
+
 export interface RegisterWebhooksOptions {
   /** How many admission requests the webhook server under test has received so far; the wait ends when it grows. */
   answered(): number;
@@ -44,7 +51,10 @@ export async function registerWebhooks(url: string, caBundlePem: string, options
   const { mutating, validating } = webhookConfigurations((path) => ({ url: new URL(path, url).toString(), caBundle }), { name });
   if (options.namespace) {
     const namespaceSelector = { matchLabels: { 'kubernetes.io/metadata.name': options.namespace } };
-    for (const hook of [...(mutating.webhooks ?? []), ...(validating.webhooks ?? [])]) hook.namespaceSelector = namespaceSelector;
+    for (const hook of [...(mutating.webhooks ?? []), ...(validating.webhooks ?? [])]) {
+      hook.namespaceSelector = namespaceSelector;
+      if (hook.rules?.every((rule) => rule.scope === 'Cluster')) hook.objectSelector = { matchLabels: { [CLUSTER_OBJECT_SCOPE_LABEL]: options.namespace } };
+    }
   }
   await admission.createMutatingWebhookConfiguration({ body: mutating });
   await admission.createValidatingWebhookConfiguration({ body: validating });

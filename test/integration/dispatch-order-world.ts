@@ -16,7 +16,7 @@ import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
 import { ORDER, swapped, type DispatchOrder, type DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
 import { PLAN_LABEL } from '../../src/shared/planstore.js';
-import { coordinationDigest, holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
+import { holderIdentityFor, leaseNameFor, realmDigestOf } from '../../src/shared/realm.js';
 import { TargetLock } from '../../src/shared/targetlock.js';
 import { sharedCluster } from '../harness/cluster.js';
 import type { TestDatabase } from '../harness/postgres.js';
@@ -184,7 +184,7 @@ export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test,
   if (family.stages && (await family.staged(world, claim))) fixtureProblems.push('fixture: the Apply claim\'s Job input was staged before its dispatch');
 
   const o0 = await world.get(NAME);
-  const realm = coordinationDigest({ engine: o0.spec.target.engine, namespace: world.ns, coordinationKey: o0.spec.target.coordinationKey });
+  const realm = realmDigestOf(o0.spec.target, world.ns);
   if (claim.coordinationDigest !== realm) fixtureProblems.push(`fixture: the claim names realm ${claim.coordinationDigest}, not ${realm}`);
   const ours = holderIdentityFor(o0.metadata.uid!, claim.id);
   const contenderLock = new TargetLock(world.admin, world.ns);

@@ -47,6 +47,8 @@ export interface HistoryRow {
 
 export interface MigrationWorld {
   ns: string;
+  /** Where the controller keeps the Leases of realms named by a realmRef (the manager's Lease namespace). */
+  realmLeaseNamespace: string;
   admin: KubeClient;
   approver: KubeClient;
   /** Every Job ever created in the namespace, by UID, as first seen. */
@@ -90,12 +92,20 @@ export interface CreateMigration {
   secret: string;
   apply: ApplyPolicy;
   coordinationKey?: string;
+  /** Names a PtahRealm instead of a coordination key. */
+  realm?: { name: string; shared?: boolean };
   /** Shorter windows need a lock timeout that fits in them (the CRD refuses one that does not). */
   activeDeadlineSeconds?: number;
   lockTimeout?: string;
+  failureRetryInterval?: string;
 }
 
-export async function migrationWorld(t: Test): Promise<MigrationWorld> {
+export interface WorldOptions {
+  /** The namespace of realmRef Leases; the test's own namespace by default. Worlds that share a realm share one. */
+  realmLeaseNamespace?: string;
+}
+
+export async function migrationWorld(t: Test, options: WorldOptions = {}): Promise<MigrationWorld> {
   await installOperator();
   const as = (identity: 'admin' | 'manager' | 'approver') => restClient(cluster.kubeConfig(identity), { fieldManager: FIELD_MANAGER });
   const [admin, managerClient, approver] = await Promise.all([as('admin'), as('manager'), as('approver')]);
@@ -121,6 +131,7 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
 
   const world: MigrationWorld = {
     ns,
+    realmLeaseNamespace: options.realmLeaseNamespace ?? ns,
     admin,
     approver,
     jobsSeen,
@@ -186,8 +197,10 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
       sample.spec.target.urlFrom.name = options.secret;
       sample.spec.policy.apply = options.apply;
       if (options.coordinationKey) sample.spec.target.coordinationKey = options.coordinationKey;
+      if (options.realm) sample.spec.target = realmTarget(sample.spec.target, options.realm);
       if (options.activeDeadlineSeconds) sample.spec.execution = { ...sample.spec.execution, activeDeadlineSeconds: options.activeDeadlineSeconds };
       if (options.lockTimeout) sample.spec.policy.lockTimeout = options.lockTimeout;
+      if (options.failureRetryInterval) sample.spec.execution = { ...sample.spec.execution, failureRetryInterval: options.failureRetryInterval };
       return admin.create(sample);
     },
     async plan(name) {
@@ -227,7 +240,7 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
         leaseNamespace: ns,
         leaseName: 'ptah-manager',
         leaderElection: { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 },
-        controllers: [migrationControllerRegistration({ manager, namespace: ns, order })],
+        controllers: [migrationControllerRegistration({ manager, namespace: ns, order, leaseNamespace: world.realmLeaseNamespace })],
       });
       handle = started;
       await waitFor(async () => (started.isLeader() && started.ready() ? true : undefined), { what: 'the controller manager to lead and sync', timeoutMs: 30_000 });
@@ -268,6 +281,12 @@ export async function migrationWorld(t: Test): Promise<MigrationWorld> {
     for (const db of databases) await db.drop();
   });
   return world;
+}
+
+/** A sample's spec.target pointed at the PtahRealm `realm` instead of its coordination key. */
+export function realmTarget<T extends { coordinationKey?: string }>(target: T, realm: { name: string; shared?: boolean }): Omit<T, 'coordinationKey'> & { realmRef: { name: string }; sharedRealm?: boolean } {
+  const { coordinationKey: _key, ...rest } = target;
+  return { ...rest, realmRef: { name: realm.name }, ...(realm.shared ? { sharedRealm: true } : {}) };
 }
 
 /** The Jobs a world saw whose operation label is `operation` (history or apply), oldest first. */
@@ -339,6 +358,7 @@ export function manualReconciler(w: MigrationWorld, client: KubeClient, manager:
       if (!lock) locks.set(ns, (lock = new TargetLock(client, ns, systemClock)));
       return lock;
     },
+    coordinationNamespace: w.realmLeaseNamespace,
     log: pino({ level: 'silent' }),
     readFailures: new Map(),
   };

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { PtahSchemaApproval } from '../../src/shared/api/schema-kinds.js';
-import { approvalConditionOf, approvalNamed, schemaJobsOf, schemaWorld } from './schema-world.js';
+import { approvalConditionOf, approvalNamed, firstPlanAwaitingApproval, schemaJobsOf, schemaWorld } from './schema-world.js';
 
 const R1 = `CREATE TABLE products (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -14,13 +14,7 @@ const R1 = `CREATE TABLE products (
 
 t.test('an approved plan whose chunk was deleted is retired at the stage step and re-planned, never applied', async (t) => {
   const w = await schemaWorld(t);
-  const db = await w.database('schema_chunks');
-  const secret = await w.installSample(db);
-  await w.desired('catalog-r1', R1);
-  await w.startController();
-  await w.createSchema({ name: 'catalog', artifact: 'catalog-r1', secret, apply: 'OnApproval' });
-  await w.waitFor('catalog', 'a plan awaiting approval', (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan ? s : undefined));
-  const plan = await w.plan('catalog');
+  const { db, plan } = await firstPlanAwaitingApproval(w, 'catalog', 'schema_chunks', R1);
   t.ok(plan.spec.chunks.length >= 1, 'the plan is stored in chunks');
 
   // Someone with the rights removes a chunk; the plan object itself is unchanged.

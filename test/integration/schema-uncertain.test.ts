@@ -5,18 +5,12 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
 import { sleep } from '../harness/wait.js';
-import { schemaJobsOf, schemaWorld, watchSchemas } from './schema-world.js';
+import { firstPlanAwaitingApproval, schemaJobsOf, schemaWorld, watchSchemas } from './schema-world.js';
 import { blockedApply, endWaitingWriters, PROOF_WAIT_MS, proofClaims, R1 } from './schema-slow-apply.js';
 
 t.test('drift made by hand after the approval refuses at apply with no SQL run, and settles through a fresh Observe and Plan under the Apply\'s epoch', async (t) => {
   const w = await schemaWorld(t);
-  const db = await w.database('schema_drift');
-  const secret = await w.installSample(db);
-  await w.desired('catalog-r1', R1);
-  await w.startController();
-  await w.createSchema({ name: 'catalog', artifact: 'catalog-r1', secret, apply: 'OnApproval' });
-  await w.waitFor('catalog', 'a plan awaiting approval', (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan ? s : undefined));
-  const plan = await w.plan('catalog');
+  const { db, plan } = await firstPlanAwaitingApproval(w, 'catalog', 'schema_drift', R1);
   await w.stopController();
   await w.approve('catalog');
   await w.sql(db, 'CREATE TABLE made_by_hand (id int)');

@@ -19,7 +19,7 @@ import { bindApprovers, sharedCluster, testNamespace } from '../harness/cluster.
 import { createTestDatabase, sharedPostgresUrl, type TestDatabase } from '../harness/postgres.js';
 import { waitFor } from '../harness/wait.js';
 import { startManagerService } from './manager-service.js';
-import { MANAGER, WAIT_MS } from './migration-world.js';
+import { MANAGER, realmTarget, WAIT_MS, type WorldOptions } from './migration-world.js';
 import { FIELD_MANAGER, installOperator, sampleObjects, sampleOf, testLogger } from './operator-install.js';
 
 const cluster = sharedCluster();
@@ -40,12 +40,16 @@ export interface CreateSchema {
   apply: ApplyPolicy;
   allowDestructive?: boolean;
   coordinationKey?: string;
+  /** Names a PtahRealm instead of a coordination key. */
+  realm?: { name: string; shared?: boolean };
   activeDeadlineSeconds?: number;
   lockTimeout?: string;
 }
 
 export interface SchemaWorld {
   ns: string;
+  /** Where the controller keeps the Leases of realms named by a realmRef (the manager's Lease namespace). */
+  realmLeaseNamespace: string;
   admin: KubeClient;
   approver: KubeClient;
   jobsSeen: Map<string, V1Job>;
@@ -76,7 +80,7 @@ export function schemaJobsOf(world: SchemaWorld, operation: 'observe' | 'plan' |
     (schema === undefined || job.metadata?.labels?.['operator.ptah.run/schema'] === schema));
 }
 
-export async function schemaWorld(t: Test): Promise<SchemaWorld> {
+export async function schemaWorld(t: Test, options: WorldOptions = {}): Promise<SchemaWorld> {
   await installOperator();
   const as = (identity: 'admin' | 'manager' | 'approver') => restClient(cluster.kubeConfig(identity), { fieldManager: FIELD_MANAGER });
   const [admin, managerClient, approver] = await Promise.all([as('admin'), as('manager'), as('approver')]);
@@ -101,6 +105,7 @@ export async function schemaWorld(t: Test): Promise<SchemaWorld> {
 
   const world: SchemaWorld = {
     ns,
+    realmLeaseNamespace: options.realmLeaseNamespace ?? ns,
     admin,
     approver,
     jobsSeen,
@@ -167,6 +172,7 @@ export async function schemaWorld(t: Test): Promise<SchemaWorld> {
       sample.spec.target.urlFrom.name = options.secret;
       sample.spec.policy = { ...sample.spec.policy, apply: options.apply, allowDestructive: options.allowDestructive ?? false };
       if (options.coordinationKey) sample.spec.target.coordinationKey = options.coordinationKey;
+      if (options.realm) sample.spec.target = realmTarget(sample.spec.target, options.realm);
       if (options.activeDeadlineSeconds) sample.spec.execution = { ...sample.spec.execution, activeDeadlineSeconds: options.activeDeadlineSeconds };
       if (options.lockTimeout) sample.spec.policy.lockTimeout = options.lockTimeout;
       return admin.create(sample);
@@ -195,7 +201,7 @@ export async function schemaWorld(t: Test): Promise<SchemaWorld> {
         leaseNamespace: ns,
         leaseName: 'ptah-manager',
         leaderElection: { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 },
-        controllers: [schemaControllerRegistration({ manager, namespace: ns, order })],
+        controllers: [schemaControllerRegistration({ manager, namespace: ns, order, leaseNamespace: world.realmLeaseNamespace })],
       });
       handle = started;
       await waitFor(async () => (started.isLeader() && started.ready() ? true : undefined), { what: 'the controller manager to lead and sync', timeoutMs: 30_000 });
@@ -220,6 +226,21 @@ export async function schemaWorld(t: Test): Promise<SchemaWorld> {
     for (const db of databases) await db.drop();
   });
   return world;
+}
+
+/**
+ * The common opening: a fresh database `prefix`, the sample policy and Secret, `sql` as desired-schema ConfigMap
+ * `<name>-r1`, the controller started and schema `name` (OnApproval) created; resolves once its first plan awaits
+ * an approval.
+ */
+export async function firstPlanAwaitingApproval(w: SchemaWorld, name: string, prefix: string, sql: string): Promise<{ db: TestDatabase; secret: string; plan: PtahSchemaPlan }> {
+  const db = await w.database(prefix);
+  const secret = await w.installSample(db);
+  await w.desired(`${name}-r1`, sql);
+  await w.startController();
+  await w.createSchema({ name, artifact: `${name}-r1`, secret, apply: 'OnApproval' });
+  await w.waitFor(name, 'a plan awaiting approval', (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan ? s : undefined));
+  return { db, secret, plan: await w.plan(name) };
 }
 
 /** A PtahSchemaApproval as stored now. */

@@ -254,7 +254,10 @@ const valid: [KindName, unknown][] = [
   ['PtahMigrationApproval', { ...approval, kind: 'PtahMigrationApproval', spec: { migrationRef: ref('m'), planRef: ref('p'), planFingerprint: D('f') } }],
   ['PtahMigrationPlan', migrationPlan],
   ['PtahMigrationRunAcknowledgment', acknowledgment],
+  ['PtahRealm', { apiVersion: API_VERSION, kind: 'PtahRealm', metadata: { name: 'orders.shop' }, spec: { engine: 'PostgreSQL', namespaces: ['shop', 'billing'], sharing: 'Shared' } }],
+  ['PtahMigration', { ...migration, spec: { ...migration.spec, target: { engine: 'PostgreSQL', realmRef: { name: 'orders.shop' }, sharedRealm: true, urlFrom: target.urlFrom } } }],
 ];
+const realmObject = valid.find(([k]) => k === 'PtahRealm')![1] as { spec: { engine: string; namespaces: string[]; sharing: string } };
 
 t.test('realistic objects of every kind pass', async (t) => {
   t.equal(new Set(valid.map(([k]) => k)).size, KIND_DEFINITIONS.length, 'every kind has an example');
@@ -269,6 +272,12 @@ const edit = <T>(object: T, change: (copy: T) => void): T => {
 };
 const invalid: [string, KindName, unknown, RegExp][] = [
   ['no spec', 'PtahSchema', { ...schema, spec: undefined }, /must have required property 'spec'/],
+  ['realm listing no namespace', 'PtahRealm', edit(realmObject, (r) => (r.spec.namespaces = [])), /namespaces must NOT have fewer than 1 items/],
+  ['realm listing 257 namespaces', 'PtahRealm', edit(realmObject, (r) => (r.spec.namespaces = [...Array(257).keys()].map((i) => `ns-${i}`))), /namespaces must NOT have more than 256 items/],
+  ['realm listing a namespace in upper case', 'PtahRealm', edit(realmObject, (r) => (r.spec.namespaces = ['Shop'])), /namespaces\/0 must match/],
+  ['realm sharing outside the enum', 'PtahRealm', edit(realmObject, (r) => (r.spec.sharing = 'Sometimes')), /sharing must be equal to one of/],
+  ['realm without sharing', 'PtahRealm', edit(realmObject, (r) => delete (r.spec as Partial<typeof r.spec>).sharing), /required property 'sharing'/],
+  ['realm ref with a bad name', 'PtahMigration', edit(migration, (m) => (m.spec.target.realmRef = { name: 'Orders_DB' })), /realmRef\/name must match/],
   ['no target', 'PtahSchema', edit(schema, (s) => delete (s.spec as Partial<PtahSchema['spec']>).target), /required property 'target'/],
   ['engine of 64', 'PtahSchema', edit(schema, (s) => (s.spec.target.engine = `P${'g'.repeat(63)}`)), /engine/],
   ['coordination key with upper case', 'PtahSchema', edit(schema, (s) => (s.spec.target.coordinationKey = 'Orders')), /coordinationKey must match/],

@@ -51,6 +51,7 @@ function world(stored: PtahMigrationApproval) {
     manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorImage: 'i', controllerStateVersion: 1, runnerProtocolVersion: 1 },
     clock: { now: () => NOW, monotonicMs: () => 0 },
     lockFor: () => ({}) as TargetLock,
+    coordinationNamespace: 'ptah-system',
     log: pino({ level: 'silent' }),
     readFailures: new Map(),
   };

@@ -93,6 +93,7 @@ function world(status: PtahMigration['status'], annotations: Record<string, stri
     manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorImage: 'i', controllerStateVersion: 1, runnerProtocolVersion: 1 },
     clock: { now: () => NOW, monotonicMs: () => 0 },
     lockFor: () => lock,
+    coordinationNamespace: 'ptah-system',
     log: pino({ level: 'silent' }),
     readFailures: new Map(),
   };

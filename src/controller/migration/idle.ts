@@ -9,7 +9,8 @@ import { resolveArtifact, samePin } from '../artifact.js';
 import { claimMigrationApply, claimMigrationHistory } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { currentMigrationPlan } from './plan.js';
-import { realmConflictMessage, realmConflicts } from '../realm-census.js';
+import { realmRefusal } from '../realm-authorization.js';
+import { holdForRealm, realmCensus } from '../realm-census.js';
 import { publishReport, statusWithCondition, writeMigrationStatus, type Report } from './status.js';
 import { unresolvedMessage } from './unresolved.js';
 
@@ -47,6 +48,8 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
   if (engine !== SUPPORTED_ENGINE) {
     return report(pass, { phase: 'Blocked', reason: 'UnsupportedEngine', message: `engine ${JSON.stringify(engine)} is not supported; only ${SUPPORTED_ENGINE} is` }, 'unsupported engine', intervalMs);
   }
+  const refused = await realmRefusal(pass);
+  if (refused) return holdForRealm(pass, publishReport, refused, intervalMs);
 
   const retryMs = parseDuration(pass.m.spec.execution?.failureRetryInterval ?? '30s');
   const artifact = await resolveArtifact(pass, pass.m.spec.artifact);
@@ -75,8 +78,8 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
   const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);
   const unresolved = pass.status.unresolvedRun;
   if (unresolved) return report(pass, { phase: 'Blocked', reason: 'ApplyOutcomeUnknown', message: unresolvedMessage(unresolved) }, 'unresolved run stands', nextReading);
-  const conflicts = await realmConflicts(pass, pass.status.history?.physicalIdentityDigest);
-  if (conflicts.length > 0) return reportRealmConflict(pass, conflicts, nextReading);
+  const conflict = await realmCensus(pass, pass.status.history?.physicalIdentityDigest);
+  if (conflict) return holdForRealm(pass, publishReport, conflict, nextReading);
   // A reading that published no plan left its own report (in sync, or blocked by the history); nothing to claim.
   if (!pass.status.plan) return endPass('no plan to carry out', nextReading);
 
@@ -112,11 +115,4 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
     return claimMigrationApply(pass, plan, approval);
   }
   return claimMigrationApply(pass, plan, undefined);
-}
-
-/** Held by the realm census: Blocked, with a Warning Event when the report changes. */
-async function reportRealmConflict(pass: MigrationPass, conflicts: string[], nextReading: number): Promise<PassEnd> {
-  const message = realmConflictMessage(conflicts);
-  if (await publishReport(pass, { phase: 'Blocked', reason: 'RealmConflict', message })) pass.event('Warning', 'RealmConflict', message, 'RealmCensus');
-  return endPass('realm conflict', Math.min(nextReading, 60_000));
 }

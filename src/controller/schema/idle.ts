@@ -11,7 +11,8 @@ import { findSchemaApproval, markSchemaPlanApprovalsStale, SCHEMA_APPROVAL } fro
 import { claimSchemaApply, claimSchemaReading } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { currentSchemaPlan } from './plan.js';
-import { realmConflictMessage, realmConflicts } from '../realm-census.js';
+import { realmRefusal } from '../realm-authorization.js';
+import { holdForRealm, realmCensus } from '../realm-census.js';
 import { planPolicy } from './policy.js';
 import { publishSchemaReport, writeSchemaStatus, type Report } from './status.js';
 
@@ -41,6 +42,8 @@ export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
   if (engine !== SUPPORTED_ENGINE) {
     return report(pass, { phase: 'Blocked', reason: 'UnsupportedEngine', message: `engine ${JSON.stringify(engine)} is not supported; only ${SUPPORTED_ENGINE} is` }, 'unsupported engine', intervalMs);
   }
+  const refused = await realmRefusal(pass);
+  if (refused) return holdForRealm(pass, publishSchemaReport, refused, intervalMs);
   if (pass.status.observedGeneration !== pass.generation) {
     // The spec changed since the reading: what was read and planned is read again under the new spec.
     await writeSchemaStatus(pass, { ...pass.status, observedGeneration: pass.generation, nextReconciliationTime: pass.nowIso() });
@@ -72,12 +75,8 @@ export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
 
   if (readingDue(pass)) return claimSchemaReading(pass, 'Observe', pass.status.target?.lastObservedAt ? 'the reading is due' : 'first reading');
   const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);
-  const conflicts = await realmConflicts(pass, pass.status.target?.physicalIdentityDigest);
-  if (conflicts.length > 0) {
-    const message = realmConflictMessage(conflicts);
-    if (await publishSchemaReport(pass, { phase: 'Blocked', reason: 'RealmConflict', message })) pass.event('Warning', 'RealmConflict', message, 'RealmCensus');
-    return endPass('realm conflict', Math.min(nextReading, 60_000));
-  }
+  const conflict = await realmCensus(pass, pass.status.target?.physicalIdentityDigest);
+  if (conflict) return holdForRealm(pass, publishSchemaReport, conflict, nextReading);
   const planStatus = pass.status.plan;
   if (!planStatus) {
     if (pass.status.target?.drift) return claimSchemaReading(pass, 'Plan', 'the database differs from the desired schema');

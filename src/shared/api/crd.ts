@@ -8,6 +8,7 @@ import {
   ptahMigrationRunAcknowledgmentKind,
 } from './migration-kinds.js';
 import { GROUP, VERSION } from './names.js';
+import { ptahRealmKind } from './realm-kinds.js';
 import type { OpenApiSchema } from './schema.js';
 import { ptahSchemaApprovalKind, ptahSchemaKind, ptahSchemaPlanChunkKind, ptahSchemaPlanKind } from './schema-kinds.js';
 
@@ -20,6 +21,7 @@ export const KIND_DEFINITIONS: readonly KindDefinition[] = [
   ptahMigrationPlanKind,
   ptahMigrationApprovalKind,
   ptahMigrationRunAcknowledgmentKind,
+  ptahRealmKind,
 ];
 
 export interface CustomResourceDefinition {
@@ -29,7 +31,7 @@ export interface CustomResourceDefinition {
   spec: {
     group: string;
     names: { kind: string; listKind: string; plural: string; singular: string; shortNames: string[]; categories: string[] };
-    scope: 'Namespaced';
+    scope: 'Namespaced' | 'Cluster';
     versions: {
       name: string;
       served: true;
@@ -83,7 +85,7 @@ export function customResourceDefinition(definition: KindDefinition): CustomReso
         shortNames: [...names.shortNames],
         categories: [CATEGORY],
       },
-      scope: 'Namespaced',
+      scope: names.namespaced ? 'Namespaced' : 'Cluster',
       versions: [
         {
           name: VERSION,

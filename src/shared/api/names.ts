@@ -13,10 +13,12 @@ interface KindNames {
   shortNames: readonly string[];
   /** Whether the kind has a status subresource. */
   status: boolean;
+  /** False for a cluster-scoped kind. */
+  namespaced: boolean;
 }
 
-function kindNames<K extends string>(kind: K, plural: string, shortName: string, status = true): KindNames & { kind: K } {
-  return { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames: [shortName], status };
+function kindNames<K extends string>(kind: K, plural: string, shortName: string, status = true, namespaced = true): KindNames & { kind: K } {
+  return { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames: [shortName], status, namespaced };
 }
 
 export const KINDS = {
@@ -28,6 +30,8 @@ export const KINDS = {
   PtahMigrationPlan: kindNames('PtahMigrationPlan', 'ptahmigrationplans', 'ptahmplan'),
   PtahMigrationApproval: kindNames('PtahMigrationApproval', 'ptahmigrationapprovals', 'ptahmapprove'),
   PtahMigrationRunAcknowledgment: kindNames('PtahMigrationRunAcknowledgment', 'ptahmigrationrunacknowledgments', 'ptahmack'),
+  // Cluster-scoped, without status: which namespaces may share one realm; only cluster administrators write it.
+  PtahRealm: kindNames('PtahRealm', 'ptahrealms', 'ptahr', false, false),
 } as const;
 
 export type KindName = keyof typeof KINDS;

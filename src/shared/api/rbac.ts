@@ -6,17 +6,23 @@ import { DECISION_KINDS, GROUP, INSTALL, KIND_NAMES, KINDS } from './names.js';
 const ALL = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
 const READ = ['get', 'list', 'watch'];
 
+// A PtahRealm grants namespaces a shared database: only cluster administrators write it, the manager only reads it.
+const adminWritten: readonly string[] = [KINDS.PtahRealm.plural];
 const plurals = KIND_NAMES.map((kind) => KINDS[kind].plural);
+const managerWritten = plurals.filter((p) => !adminWritten.includes(p));
 const withStatus = KIND_NAMES.filter((kind) => KINDS[kind].status).map((kind) => `${KINDS[kind].plural}/status`);
 
 export const MANAGER_RULES: readonly V1PolicyRule[] = [
-  { apiGroups: [GROUP], resources: plurals, verbs: ALL },
+  { apiGroups: [GROUP], resources: managerWritten, verbs: ALL },
+  { apiGroups: [GROUP], resources: [...adminWritten], verbs: READ },
   { apiGroups: [GROUP], resources: withStatus, verbs: ['get', 'update', 'patch'] },
   // Owner references with blockOwnerDeletion need update on the owner's finalizers subresource.
   { apiGroups: [GROUP], resources: [KINDS.PtahSchema, KINDS.PtahSchemaPlan, KINDS.PtahMigration].map((k) => `${k.plural}/finalizers`), verbs: ['update'] },
   { apiGroups: ['batch'], resources: ['jobs'], verbs: ALL },
   { apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'watch', 'delete'] },
   { apiGroups: [''], resources: ['pods', 'pods/log'], verbs: READ },
+  // Only to take the run-evidence finalizer off a migration Apply Pod once its outcome is recorded.
+  { apiGroups: [''], resources: ['pods'], verbs: ['patch'] },
   { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ALL },
   // The admission snapshot records the PriorityClass Priority admission will give an operation Pod that names none.
   { apiGroups: ['scheduling.k8s.io'], resources: ['priorityclasses'], verbs: ['get', 'list'] },

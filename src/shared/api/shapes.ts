@@ -85,15 +85,38 @@ export const databaseTarget = object(
       maxLength: 63,
       pattern: ENGINE_PATTERN,
     }),
-    coordinationKey: string({
-      description:
-        'Names the physical database within the namespace. Resources with one key serialize on one Lease, however their URLs are spelled.',
-      maxLength: 253,
-      pattern: COORDINATION_KEY_PATTERN,
-    }),
+    coordinationKey: optional(
+      string({
+        description:
+          'Names the physical database within the namespace. Resources with one key serialize on one Lease, however their URLs are spelled.',
+        maxLength: 253,
+        pattern: COORDINATION_KEY_PATTERN,
+      }),
+    ),
+    realmRef: optional(
+      object(
+        { name: dnsSubdomain('Name of the PtahRealm.') },
+        { description: 'A cluster-scoped PtahRealm that lets the namespaces it lists reach one database, serialized on one Lease.' },
+      ),
+    ),
+    sharedRealm: optional(
+      boolean({ description: 'With realmRef: this resource shares the realm knowingly; a Shared realm with several claimants needs it on every one. Absent is false.' }),
+    ),
     urlFrom: secretKeyRef,
   },
-  { description: 'The database to act on.' },
+  {
+    description: 'The database to act on.',
+    rules: [
+      { rule: 'has(self.coordinationKey) != has(self.realmRef)', message: 'exactly one of spec.target.coordinationKey and spec.target.realmRef must be set' },
+      { rule: '!has(self.sharedRealm) || !self.sharedRealm || has(self.realmRef)', message: 'spec.target.sharedRealm applies only with spec.target.realmRef' },
+      {
+        // The two kinds of realm keep their Leases in different namespaces; a switch under a claim in flight would
+        // look for its Lease in the other one while the first still stands.
+        rule: 'has(self.realmRef) == has(oldSelf.realmRef)',
+        message: 'spec.target cannot switch between coordinationKey and realmRef; create a new resource instead',
+      },
+    ],
+  },
 );
 export type DatabaseTarget = Static<typeof databaseTarget>;
 

@@ -19,6 +19,8 @@ export const WEBHOOK_PATHS = {
   controllerWrite: '/validate/controller-write',
   /** Validating: status writes of every Ptah kind, and PtahMigration updates (the unresolved-run copy). */
   statusWrite: '/validate/status-write',
+  /** Validating: CREATE/UPDATE of a PtahRealm (its spec, and no overlap with another realm). */
+  realm: '/validate/realm',
 } as const;
 
 export type WebhookPath = (typeof WEBHOOK_PATHS)[keyof typeof WEBHOOK_PATHS];
@@ -103,6 +105,12 @@ export function webhookConfigurations(
         ],
         // Everyone else's Jobs and ConfigMaps never wait on this webhook, so the cluster does not depend on it.
         matchConditions: [{ name: 'manager-only', expression: `request.userInfo.username == ${celString(managerUsername)}` }],
+        ...common(),
+      },
+      {
+        name: `realm.${GROUP}`,
+        clientConfig: clientConfigFor(WEBHOOK_PATHS.realm),
+        rules: [{ ...ptahRule(['CREATE', 'UPDATE'], [KINDS.PtahRealm.plural]), scope: 'Cluster' }],
         ...common(),
       },
       {

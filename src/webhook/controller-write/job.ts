@@ -9,7 +9,7 @@ import { JobBuildError, rebuildClaimJob } from '../../shared/job/index.js';
 import { familyOfKind, OWNER_KIND } from '../../shared/job/metadata.js';
 import { runnerOperationFor } from '../../shared/job/operations.js';
 import { CLEANUP_TTL_SECONDS, isCleanupTtlUpdate, match, type BindingInForce, type JobClaim } from '../../shared/jobclaim.js';
-import { coordinationDigest, RealmError } from '../../shared/realm.js';
+import { RealmError, realmDigestOf } from '../../shared/realm.js';
 import { allow, refuse, type Verdict } from '../admission.js';
 import { readObject } from '../reads.js';
 import type { AdmissionContext } from '../server.js';
@@ -80,7 +80,7 @@ async function claimPlan(owner: Owner, claim: JobClaim, family: 'schema' | 'migr
 
 // A claim that takes no Lease records no realm; the Job still carries the owner's.
 function realmOf(owner: Owner): string {
-  return coordinationDigest({ engine: owner.spec.target.engine, namespace: owner.metadata.namespace ?? '', coordinationKey: owner.spec.target.coordinationKey });
+  return realmDigestOf(owner.spec.target, owner.metadata.namespace ?? '');
 }
 
 /**
