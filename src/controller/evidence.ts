@@ -6,11 +6,13 @@ import type { V1ContainerStateTerminated, V1Job, V1Pod } from '@kubernetes/clien
 import type { ActiveOperation, ManagerRecord } from '../shared/api/shapes.js';
 import { recordedManager } from '../shared/job/rebuild.js';
 import { RUNNER_CONTAINER } from '../shared/job/build.js';
-import { JOB_ANNOTATIONS } from '../shared/job/metadata.js';
-import { isNotFound } from '../shared/kube-client.js';
+import { EVIDENCE_FINALIZER, familyOfKind, JOB_ANNOTATIONS, operationsOfSelector } from '../shared/job/metadata.js';
+import { ApiError, isNotFound } from '../shared/kube-client.js';
 import { podEnvelopeVerdict } from '../shared/pod-envelope.js';
 import { FrameError, MAX_RESULT_LOG_BYTES, mayStillArrive, parseResultFor, type RunnerResult } from '../shared/runner-protocol.js';
 import type { RunnerOperation } from '../shared/runner-env.js';
+import { hasFinalizer, removeFinalizer } from './finalizer.js';
+import { countResultReadFailure } from './operator-metrics.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
 
 type AnyPass = OwnerPass<OwnerResource>;
@@ -72,11 +74,12 @@ export async function collectTerminalPodEvidence(pass: AnyPass, claim: ActiveOpe
   return { kind: 'wait', why: `the runner container of Pod ${pod.metadata?.name} has not terminated yet` };
 }
 
-export type LogRead = { kind: 'log'; text: string } | { kind: 'gone' } | { kind: 'retry'; why: string };
+export type LogRead = { kind: 'log'; text: string } | { kind: 'gone'; why: string } | { kind: 'retry'; why: string };
 
 /**
  * The runner container's log, bounded to what a whole frame needs. A Pod that is gone, or reads that kept failing
- * for two minutes in this process, count as a log that is gone.
+ * for two minutes in this process, count as a log that is gone. Each read is bounded by the client's request
+ * timeout (src/shared/kube-client.ts), so a kubelet that never answers costs a pass that long, and then a retry.
  */
 export async function readRunnerLog(pass: AnyPass, claim: ActiveOperation, pod: V1Pod): Promise<LogRead> {
   try {
@@ -84,14 +87,15 @@ export async function readRunnerLog(pass: AnyPass, claim: ActiveOperation, pod: 
     pass.deps.readFailures.delete(claim.id);
     return { kind: 'log', text };
   } catch (err) {
-    if (isNotFound(err)) return { kind: 'gone' };
+    if (isNotFound(err)) return { kind: 'gone', why: 'the Pod\'s log is gone' };
+    countResultReadFailure(pass.kind, err);
     const now = pass.deps.clock.monotonicMs();
     const first = pass.deps.readFailures.get(claim.id) ?? now;
     pass.deps.readFailures.set(claim.id, first);
     pass.event('Warning', 'ResultReadFailed', `the log of Pod ${pod.metadata?.name} could not be read: ${(err as Error).message}`);
     if (now - first >= READ_FAILURE_BUDGET_MS) {
       pass.deps.readFailures.delete(claim.id);
-      return { kind: 'gone' };
+      return { kind: 'gone', why: `the log of Pod ${pod.metadata?.name} could not be read for ${Math.round((now - first) / 1000)} s (last: ${(err as Error).message})` };
     }
     return { kind: 'retry', why: (err as Error).message };
   }
@@ -127,7 +131,7 @@ export async function readOperationFrame<O extends RunnerOperation>(pass: AnyPas
   const log = await readRunnerLog(pass, claim, evidence.pod);
   if (log.kind === 'retry') return { kind: 'wait', ms: 5_000, why: `the result could not be read yet: ${log.why}` };
   const text = log.kind === 'log' ? log.text : undefined;
-  let why = 'the Pod\'s log is gone';
+  let why = log.kind === 'gone' ? log.why : '';
   if (text !== undefined) {
     try {
       return { kind: 'frame', result: parseResultFor(text, operation, claim.id) };
@@ -139,4 +143,26 @@ export async function readOperationFrame<O extends RunnerOperation>(pass: AnyPas
     }
   }
   return { kind: 'none', why, terminated: evidence.terminated, ...(text !== undefined ? { log: text } : {}) };
+}
+
+/**
+ * Lets go of the Pods whose evidence this resource no longer needs: removes EVIDENCE_FINALIZER from every Pod of
+ * its operations that carries it, except the claim in flight's, whose outcome is not recorded yet. Called after the
+ * status write that records an outcome, and before the resource's own finalizer comes off, so a process that stops
+ * in between leaves a Pod the next such call lets go of.
+ */
+export async function releaseRunEvidence(pass: AnyPass): Promise<void> {
+  const family = familyOfKind(pass.owner().kind);
+  if (!family) return;
+  const pods = await pass.deps.client.list<V1Pod>('v1', 'Pod', pass.namespace, { labelSelector: operationsOfSelector(family, pass.name) });
+  const inFlight = pass.claim?.id;
+  for (const pod of pods) {
+    if (!hasFinalizer(pod, EVIDENCE_FINALIZER) || (inFlight !== undefined && pod.metadata?.annotations?.[JOB_ANNOTATIONS.operationId] === inFlight)) continue;
+    try {
+      await removeFinalizer(pass.deps.client, pod, EVIDENCE_FINALIZER);
+    } catch (err) {
+      // Gone already, or changed since the list (the finalizer test failed): the next call reads it again.
+      if (!isNotFound(err) && !(err instanceof ApiError && err.code === 422)) throw err;
+    }
+  }
 }

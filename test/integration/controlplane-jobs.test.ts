@@ -208,9 +208,9 @@ t.test('follow streams a running container; deleting the Pod sends SIGTERM and r
 
 t.test('a Job past activeDeadlineSeconds fails with DeadlineExceeded and its process is killed', async (t) => {
   const ns = await testNamespace(t);
-  // Ignores SIGTERM, so only the SIGKILL after the grace period can end it.
-  // `$$$$`: Kubernetes turns `$$` in args into `$` (its escape for `$(VAR)`), so the shell gets `$$`.
-  const script = "trap '' TERM; echo pid=$$$$; while :; do sleep 1; done";
+  // Ignores SIGTERM, so only the SIGKILL after the grace period can end it. Its PID as the host sees it: the
+  // container has a PID namespace of its own (where it is 1), but /proc is the host's.
+  const script = "trap '' TERM; read -r pid _ < /proc/self/stat; echo pid=$pid; while :; do sleep 1; done";
   await batch.createNamespacedJob({
     namespace: ns,
     body: jobOf('deadline', { name: 'main', image: SH_IMAGE, args: [script] }, { job: { activeDeadlineSeconds: 8 }, pod: { terminationGracePeriodSeconds: 2 } }),

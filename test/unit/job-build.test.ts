@@ -7,6 +7,7 @@ import type { OpenApiSchema } from '../../src/shared/api/schema.js';
 import {
   buildOperationJob,
   DEFAULT_LOCK_TIMEOUT,
+  EVIDENCE_FINALIZER,
   JobBuildError,
   rebuildClaimJob,
   type JobBuildRefusal,
@@ -221,6 +222,15 @@ t.test('labels and annotations: operator keys, declared extras, the plan an Appl
   t.equal(observe['cluster-autoscaler.kubernetes.io/safe-to-evict'], undefined, 'read-only Jobs may be evicted');
   t.equal(observe['operator.ptah.run/admission-snapshot-digest'], undefined, 'no snapshot digest before the snapshot exists');
   t.equal(buildOperationJob(inputFor(migrationHistory)).metadata!.labels!['operator.ptah.run/migration'], 'orders');
+});
+
+t.test('only a migration Apply\'s Pod keeps its evidence past a delete: its template carries the run-evidence finalizer', async (t) => {
+  for (const c of CASES) {
+    const job = buildOperationJob(snapshotted(inputFor(c)));
+    const want = c === migrationApply ? [EVIDENCE_FINALIZER] : undefined;
+    t.same(job.spec!.template.metadata!.finalizers, want, `${c.family} ${c.type}: ${want ? 'the finalizer' : 'none'}`);
+    t.equal(job.metadata!.finalizers, undefined, `${c.family} ${c.type}: never on the Job itself`);
+  }
 });
 
 t.test('a schema Apply mounts its plan projection in chunk order', async (t) => {

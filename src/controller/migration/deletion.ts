@@ -5,6 +5,7 @@
 import { FINALIZERS } from '../../shared/api/names.js';
 import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
+import { releaseRunEvidence } from '../evidence.js';
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../finalizer.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { retireMigrationClaim } from './retire.js';
@@ -24,6 +25,7 @@ export async function reconcileMigrationFinalizer(pass: MigrationPass): Promise<
   const present = hasFinalizer(pass.m, FINALIZERS.migration);
   const wanted = finalizerWanted(pass);
   if (present && !wanted) {
+    await releaseRunEvidence(pass);
     pass.m = await removeFinalizer(pass.deps.client, pass.m, FINALIZERS.migration);
     return endPass('finalizer without a claim or record removed');
   }
@@ -64,6 +66,7 @@ export async function reconcileMigrationDeletion(pass: MigrationPass): Promise<P
   if (unresolved) {
     pass.event('Warning', 'UnresolvedRunDiscarded', `the resource is deleted with unresolved operation ${unresolved.operationID} (${unresolved.outcome}); its record is lost`);
   }
+  await releaseRunEvidence(pass);
   pass.m = await removeFinalizer(pass.deps.client, pass.m, FINALIZERS.migration);
   return endPass('finalizer removed on deletion', 60_000);
 }

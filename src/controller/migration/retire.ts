@@ -7,6 +7,8 @@ import { migrationOperation } from '../../shared/lifecycle/operations.js';
 import { retirement, type Disposition } from '../../shared/lifecycle/retirement.js';
 import type { MigrationPass } from './context.js';
 import { leaseTaken } from '../claim-values.js';
+import { releaseRunEvidence } from '../evidence.js';
+import { countJobOutcome } from '../operator-metrics.js';
 import { completePendingLockRelease, giveJobCleanupTtl, owedRelease } from '../release.js';
 import { writeMigrationStatus, type Report } from './status.js';
 
@@ -52,8 +54,10 @@ export async function retireMigrationClaim(pass: MigrationPass, retire: ClaimRet
     next.pendingLockRelease = owed;
   }
   await writeMigrationStatus(pass, next, retire.report);
+  countJobOutcome(pass.kind, claim, retire.why);
   pass.deps.log.info({ operationID: claim.id, type: claim.type, disposition: retire.disposition, why: retire.why, release: owed ? 'staged' : 'none' }, 'claim retired');
   if (owed) await completeMigrationPendingLockRelease(pass);
+  await releaseRunEvidence(pass);
 }
 
 /** Performs the owed release, then clears its record (the seed's completeMigrationPendingLockRelease). */

@@ -8,7 +8,7 @@ import type {
 } from '../../shared/executor-report.js';
 import { EXECUTOR_ENV } from '../../shared/runner-env.js';
 import { HISTORY_TABLE, ensureBookkeeping } from '../bookkeeping.js';
-import { describeSqlError, disconnect, failureCode, isStatementError, sqlErrorLine, withReadOnlySnapshot, type Db } from '../db.js';
+import { connect, describeSqlError, disconnect, failureCode, isStatementError, sqlErrorLine, withReadOnlySnapshot, type Db } from '../db.js';
 import { lockTimeoutMs, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { connectTarget, type CommandContext } from '../physical-identity.js';
@@ -66,9 +66,66 @@ interface ApplyRun {
   report: Reporter;
 }
 
+/**
+ * The runner's stop request (SIGTERM: its execution deadline, or its Pod deleted by a drain or an eviction): no
+ * further file starts, and the SQL of a transactional file that is running is cancelled, so its transaction rolls
+ * back and the report says exactly what committed instead of the process dying without one. A cancel is sent only
+ * while a file's own SQL runs and is waited for before anything else is sent, so it never reaches a history row or
+ * a COMMIT, whose outcome it could make unknown; a no-transaction file is never cancelled. A second SIGTERM, or
+ * the runner's SIGKILL, ends the process as before.
+ */
+class StopRequest {
+  requested = false;
+  #cancel: (() => Promise<void>) | undefined;
+  #cancelling: Promise<void> | undefined;
+  readonly #onTerm = (): void => {
+    this.requested = true;
+    this.#cancelling = this.#cancel?.();
+  };
+
+  constructor() {
+    process.once('SIGTERM', this.#onTerm);
+  }
+
+  dispose(): void {
+    process.off('SIGTERM', this.#onTerm);
+  }
+
+  /** Runs `work`, cancelled by `cancel` if a stop is requested while it runs. */
+  async cancellable<T>(cancel: () => Promise<void>, work: () => Promise<T>): Promise<T> {
+    this.#cancel = cancel;
+    try {
+      return await work();
+    } finally {
+      this.#cancel = undefined;
+      await this.#cancelling;
+    }
+  }
+}
+
+/** Cancels what the backend `pid` runs, from a connection of its own (the cancelled one is busy). */
+function cancelBackend(url: string, pid: number): () => Promise<void> {
+  return async () => {
+    try {
+      const canceller = await connect(url, 'target');
+      try {
+        await canceller.query('SELECT pg_cancel_backend($1)', [pid]);
+      } finally {
+        await disconnect(canceller);
+      }
+    } catch (err) {
+      process.stderr.write(`executor: the stop request could not cancel the running migration: ${errorMessage(err)}\n`);
+    }
+  };
+}
+
 async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<MigrationRunReport> {
   const { operationId, sources, report } = run;
-  const client = await connectWriter(run.dbUrl, run.coordinationDigest, context);
+  const stop = new StopRequest();
+  const client = await connectWriter(run.dbUrl, run.coordinationDigest, context).catch((err: unknown) => {
+    stop.dispose();
+    throw err;
+  });
   try {
     const lock = await acquireWriterLocks(client, run.coordinationDigest, run.timeoutMs);
     try {
@@ -78,23 +135,30 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
       if (pending.length === 0) return report('up-to-date', []);
       pending.forEach(assertNoTransactionControl);
 
+      const { rows: [backend] } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const cancel = cancelBackend(run.dbUrl, backend!.pid);
       const applied: MigrationFile[] = [];
       for (const source of pending) {
-        const result = source.transactional
-          ? await applyInOneTransaction(client, source, operationId)
-          : await applyStatementByStatement(client, source, operationId);
+        const result = stop.requested
+          ? { kind: 'not-applied' as const, error: new ExecutorFailure('stop_requested', `stopped on request before migration ${source.fileName} started`) }
+          : source.transactional
+            ? await applyInOneTransaction(client, source, operationId, (work) => stop.cancellable(cancel, work))
+            : await applyStatementByStatement(client, source, operationId);
         if (result.kind === 'committed') {
           applied.push(toMigrationFile(source));
           continue;
         }
+        // The runner says it stopped the executor; the code says the file was rolled back because of it.
+        const error = stop.requested && result.kind === 'not-applied' ? new ExecutorFailure('stop_requested', result.error.message) : result.error;
         const outcome = result.kind === 'uncertain' ? 'unknown' : applied.length > 0 ? 'partial' : 'failed';
-        return report(outcome, applied, result.error.toReport(), source.version);
+        return report(outcome, applied, error.toReport(), source.version);
       }
       return report('applied', applied);
     } finally {
       await lock.release();
     }
   } finally {
+    stop.dispose();
     await disconnect(client);
   }
 }
@@ -157,13 +221,14 @@ type FileResult =
   /** Part of the file, or its history row, may be committed. */
   | { kind: 'uncertain'; error: ExecutorFailure };
 
-async function applyInOneTransaction(client: Db, source: MigrationSource, operationId: string): Promise<FileResult> {
+/** `cancellable` runs the file's own SQL so that a stop request may cancel it (StopRequest). */
+async function applyInOneTransaction(client: Db, source: MigrationSource, operationId: string, cancellable: <T>(work: () => Promise<T>) => Promise<T>): Promise<FileResult> {
   try {
     await client.query(RESET_SESSION);
     await client.query('BEGIN');
     // The bookkeeping tables are created in the first file's transaction, so a run that fails changes nothing.
     await ensureBookkeeping(client);
-    await client.query(source.sql);
+    await cancellable(() => client.query(source.sql));
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     return {

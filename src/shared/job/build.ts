@@ -22,6 +22,7 @@ import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '..
 import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
 import {
   declaredMetadataProblem,
+  EVIDENCE_FINALIZER,
   isLabelValue,
   JOB_ANNOTATIONS,
   operatorLabels,
@@ -273,7 +274,15 @@ export function buildOperationJob(input: OperationJobInput): V1Job {
       parallelism: 1,
       podReplacementPolicy: 'Failed',
       suspend: false,
-      template: { metadata: { labels: { ...labels }, annotations: { ...annotations } }, spec: podSpec },
+      template: {
+        metadata: {
+          labels: { ...labels },
+          annotations: { ...annotations },
+          // A migration's account comes from its Apply Pod alone (a schema Apply is proven by a fresh reading).
+          ...(runnerOperation === 'migration-apply' ? { finalizers: [EVIDENCE_FINALIZER] } : {}),
+        },
+        spec: podSpec,
+      },
     },
   };
 }

@@ -45,6 +45,13 @@ export const JOB_ANNOTATIONS = {
   safeToEvict: 'cluster-autoscaler.kubernetes.io/safe-to-evict',
 } as const;
 
+/**
+ * On a migration Apply's Pod template, so the Job controller puts it on the Pod: the Pod object, and with it the
+ * runner's termination message and log, outlives a delete (a drain, an eviction, grace 0 included) until the manager
+ * has recorded the run's outcome from it and removes the finalizer (src/controller/evidence.ts).
+ */
+export const EVIDENCE_FINALIZER = 'operator.ptah.run/run-evidence';
+
 const COMPONENT: Record<Family, string> = { schema: 'schema-operation', migration: 'migration-operation' };
 const SUBJECT_LABEL: Record<Family, string> = { schema: JOB_LABELS.schema, migration: JOB_LABELS.migration };
 
@@ -62,6 +69,11 @@ export function operatorLabels(family: Family, ownerName: string, operationType:
     [JOB_LABELS.operation]: operationType.toLowerCase(),
     [JOB_LABELS.operationId]: operationIdLabelValue(operationId),
   };
+}
+
+/** A label selector for every operation Job and Pod of `ownerName`'s family, whatever its operation. */
+export function operationsOfSelector(family: Family, ownerName: string): string {
+  return `${JOB_LABELS.component}=${COMPONENT[family]},${SUBJECT_LABEL[family]}=${ownerName}`;
 }
 
 /** What the API server writes on a Job it stores (selector and template labels), keyed to the Job's UID and name. */

@@ -6,10 +6,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ContainerLog, LogQuery, LogStream } from './container-log.js';
 
-/** A container's logs, or why there are none (becomes a 400/404 the API server passes on). */
+/**
+ * A container's logs, or why there are none (becomes a 400/404 the API server passes on), or `hang`: the request
+ * is never answered (a test's kubelet that stopped responding; see HANG_LOG_ANNOTATION).
+ */
 export type LogLookup =
   | { current: ContainerLog; previous?: ContainerLog }
-  | { error: string; status: 400 | 404; previous?: ContainerLog };
+  | { error: string; status: 400 | 404; previous?: ContainerLog }
+  | { hang: true };
 
 export interface LogServerOptions {
   cert: string;
@@ -54,6 +58,8 @@ function handle(options: LogServerOptions, req: IncomingMessage, res: ServerResp
     return fail(res, 400, (e as Error).message);
   }
   const found = options.lookup(namespace, pod, container);
+  // No status line, no body: the connection stays open until the client gives up or the server closes.
+  if ('hang' in found) return;
   const log = query.previous ? found.previous : 'current' in found ? found.current : undefined;
   if (!log) {
     if (query.previous) return fail(res, 400, `previous terminated container "${container}" in pod "${pod}" not found`);

@@ -13,7 +13,7 @@ import { ContainerLog } from './container-log.js';
 import { describeImages, type ImageMap, type LocalImage } from './images.js';
 import type { LogLookup } from './log-server.js';
 import { containerEnv, expandReferences, PodConfigError, PodObjects, writeVolumes } from './pod-config.js';
-import { isWithin, sandboxCommand, type BindMount, type ProcessUser } from './sandbox.js';
+import { containerInit, isWithin, sandboxCommand, type BindMount, type ProcessUser } from './sandbox.js';
 
 export interface WorkerContext {
   core: CoreV1Api;
@@ -28,6 +28,12 @@ type ContainerState =
   | { kind: 'waiting'; reason: string; message?: string }
   | { kind: 'running'; startedAt: Date; containerID: string }
   | ({ kind: 'terminated' } & Terminated);
+
+/**
+ * A Pod annotated with this ("true") has every log read of it left unanswered, as a kubelet that stopped
+ * responding would: test-only, declared through the resource's spec.execution.podMetadata.
+ */
+export const HANG_LOG_ANNOTATION = 'fake-kubelet.test/hang-log';
 
 /** The kubelet's limits on a termination message (per container) and on the log-tail fallback. */
 const MAX_TERMINATION_MESSAGE_BYTES = 4096;
@@ -107,6 +113,7 @@ export class PodWorker {
   }
 
   logs(container: string): LogLookup {
+    if (this.#pod.metadata?.annotations?.[HANG_LOG_ANNOTATION] === 'true') return { hang: true };
     const run = this.#containers.find((c) => c.name === container);
     if (!run) return { status: 404, error: `container ${container} is not valid for ${this.#ref}` };
     if (run.log) return { current: run.log, previous: run.previousLog };
@@ -326,12 +333,19 @@ export class PodWorker {
     return this.#terminating;
   }
 
-  /** SIGTERM to each running container's main process, SIGKILL to its whole group after `graceSeconds`. */
+  /** SIGTERM to each running container's main process, SIGKILL to all of it after `graceSeconds`. */
   async #stopContainers(graceSeconds: number): Promise<void> {
     this.#stopping = true;
     clearTimeout(this.#deadlineTimer);
     for (const wake of this.#wakers) wake();
     await Promise.all(this.#containers.map(async (c) => {
+      // unshare ignores SIGTERM: the container's own first process is asked to stop; stop() kills the rest.
+      const init = graceSeconds > 0 && c.process ? await containerInit(c.process.pid) : undefined;
+      try {
+        if (init !== undefined) process.kill(init, 'SIGTERM');
+      } catch {
+        // It has just exited: there is nothing left to ask.
+      }
       await c.process?.stop(graceSeconds * 1000);
       await c.running;
     }));

@@ -1,8 +1,10 @@
 // How a container's process gets its filesystem view without images or chroot: it starts in a private mount
 // namespace (`unshare -m --propagation private`) where the image's files, each volume and a per-container file over
 // its termination message path are bind-mounted at the paths the Pod names. Only that process tree sees the mounts.
-// Then it drops to the Pod's user and group (setpriv) and execs the command. Needs root and util-linux.
+// unshare forks that process as the first of a new PID namespace and waits for it, ignoring SIGTERM, so a stop is
+// sent to that first process (containerInit). Then it drops to the Pod's user and group (setpriv) and execs the command. Needs root and util-linux.
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { posix } from 'node:path';
 
@@ -56,7 +58,20 @@ export function sandboxCommand(spec: SandboxSpec): { command: string; args: stri
   const drop = privileges.length > 0 ? ['setpriv', ...privileges, '--'] : [];
   // bash, not sh: dash drops environment variables whose names are not shell identifiers (e.g. `my.setting`),
   // which Kubernetes allows.
-  return { command: 'unshare', args: ['-m', '--propagation', 'private', '--', '/bin/bash', '-c', lines.join('\n'), 'sandbox', ...drop, ...spec.argv] };
+  // A PID namespace of its own, as a container has: when its first process ends, or unshare is killed
+  // (--kill-child), the kernel kills every process left in it, even one that left the process group (the runner
+  // starts its executor in a group of its own), so nothing of a stopped container can still reach a database.
+  return {
+    command: 'unshare',
+    args: ['-m', '--propagation', 'private', '--pid', '--fork', '--kill-child', '--', '/bin/bash', '-c', lines.join('\n'), 'sandbox', ...drop, ...spec.argv],
+  };
+}
+
+/** The first process of the sandbox `unsharePid` started (the container's PID 1), once it has forked it. */
+export async function containerInit(unsharePid: number): Promise<number | undefined> {
+  const children = await readFile(`/proc/${unsharePid}/task/${unsharePid}/children`, 'utf8').catch(() => '');
+  const pid = Number(children.trim().split(/\s+/)[0]);
+  return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
 }
 
 /** Whether this process may create mount namespaces; the fake kubelet cannot run containers without them. */
