@@ -170,6 +170,12 @@ export class Controller {
     return this.watch(source, toControllerOwner<T>(owner));
   }
 
+  /** Runs `cleanup` when the controller stops: what it reports about its term goes with the term. */
+  onStop(cleanup: () => void): this {
+    this.unsubscribes.push(cleanup);
+    return this;
+  }
+
   enqueue(key: string): void {
     this.queue.add(key);
   }

@@ -11,6 +11,7 @@ import { addFinalizer } from '../finalizer.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch } from '../claim-values.js';
 import { migrationInputFingerprint } from './fingerprint.js';
+import { countJobOutcome } from '../operator-metrics.js';
 import { giveJobCleanupTtl } from '../release.js';
 import { unresolvedMessage } from './unresolved.js';
 import { writeMigrationStatus, type Report } from './status.js';
@@ -111,6 +112,7 @@ export async function retryMigrationReading(pass: MigrationPass, why: string): P
   };
   const next: ActiveOperation = { ...body, jobName: jobNameOf(pass, body) };
   await writeMigrationStatus(pass, { ...pass.status, activeOperation: next }, { phase: 'Reading', reason: 'HistoryReadRetried', message: why });
+  countJobOutcome(pass.kind, claim, 'Retried');
   pass.event('Warning', 'OperationRetried', `${claim.type} attempt ${claim.attempt} (Job ${claim.jobName}) is run again as attempt ${next.attempt}: ${why}`);
   return endPass('reading retried', retryMs);
 }

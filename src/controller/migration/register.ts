@@ -2,12 +2,14 @@
 // writer of its status), woken by the resource itself, the Jobs and Pods it dispatched, and the plans, approvals
 // and acknowledgments that name it. Events only wake a key; every decision re-reads uncached.
 import '../../shared/kube.js'; // registers the operator's kinds with the REST client
+import { MIGRATION_PHASES } from '../../shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../shared/api/names.js';
 import { JOB_LABELS } from '../../shared/job/metadata.js';
 import type { KubeObject } from '../../shared/kube-client.js';
 import { ignoreStatusOnlyUpdates, toLabelledOwner, type KeyMapper } from '../controller.js';
 import { familyController, type FamilyControllerOptions } from '../family-controller.js';
 import { registerController, type ControllerRegistration } from '../manager.js';
+import { reportResources } from '../operator-metrics.js';
 import { reconcileMigration } from './reconcile.js';
 
 export { CONTROLLER_STATE_VERSION } from '../family-controller.js';
@@ -27,7 +29,8 @@ export function migrationControllerRegistration(options: MigrationControllerOpti
   return {
     name: MIGRATION_CONTROLLER,
     setup: (env) => familyController(env, MIGRATION_CONTROLLER, options, reconcileMigration, (controller, informer) => {
-      controller.watchPrimary(informer(API_VERSION, KINDS.PtahMigration.kind), ignoreStatusOnlyUpdates);
+      const primary = informer(API_VERSION, KINDS.PtahMigration.kind);
+      controller.watchPrimary(primary, ignoreStatusOnlyUpdates).onStop(reportResources(KINDS.PtahMigration.kind, MIGRATION_PHASES, primary));
       controller.watchOwned(informer('batch/v1', 'Job', OPERATION_OBJECTS), OWNER);
       controller.watch(informer('v1', 'Pod', OPERATION_OBJECTS), toLabelledOwner(JOB_LABELS.migration));
       controller.watchOwned(informer(API_VERSION, KINDS.PtahMigrationPlan.kind), OWNER);

@@ -12,6 +12,7 @@ import { schemaOperation, type SchemaOperationType } from '../../shared/lifecycl
 import { claimJobName } from '../../shared/naming.js';
 import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch } from '../claim-values.js';
 import { addFinalizer } from '../finalizer.js';
+import { countJobOutcome } from '../operator-metrics.js';
 import { giveJobCleanupTtl, owedRelease } from '../release.js';
 import { endPass, servesProof, type PassEnd, type SchemaPass } from './context.js';
 import { schemaInputFingerprint } from './fingerprint.js';
@@ -141,6 +142,7 @@ export async function retrySchemaReading(pass: SchemaPass, why: string): Promise
   const next: ActiveOperation = { ...body, jobName: jobNameOf(pass, body) };
   await writeSchemaStatus(pass, { ...pass.status, activeOperation: next, ...(owed ? { pendingLockRelease: owed } : {}) },
     { phase: 'Failed', reason: 'OperationRetried', message: why });
+  countJobOutcome(pass.kind, claim, 'Retried');
   pass.event('Warning', 'OperationRetried', `${claim.type} attempt ${claim.attempt} (Job ${claim.jobName}) is run again as attempt ${next.attempt}: ${why}`);
   if (owed) await completeSchemaPendingLockRelease(pass);
   return endPass('reading retried', retryMs);

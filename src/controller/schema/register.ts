@@ -3,11 +3,13 @@
 // that name it. Events only wake a key; every decision re-reads uncached.
 import '../../shared/kube.js'; // registers the operator's kinds with the REST client
 import { API_VERSION, KINDS } from '../../shared/api/names.js';
+import { SCHEMA_PHASES } from '../../shared/api/schema-kinds.js';
 import { JOB_LABELS } from '../../shared/job/metadata.js';
 import type { KubeObject } from '../../shared/kube-client.js';
 import { ignoreStatusOnlyUpdates, toLabelledOwner, type KeyMapper } from '../controller.js';
 import { familyController, type FamilyControllerOptions } from '../family-controller.js';
 import { registerController, type ControllerRegistration } from '../manager.js';
+import { reportResources } from '../operator-metrics.js';
 import { reconcileSchema } from './reconcile.js';
 
 export const SCHEMA_CONTROLLER = 'ptahschema';
@@ -25,7 +27,8 @@ export function schemaControllerRegistration(options: FamilyControllerOptions): 
   return {
     name: SCHEMA_CONTROLLER,
     setup: (env) => familyController(env, SCHEMA_CONTROLLER, options, reconcileSchema, (controller, informer) => {
-      controller.watchPrimary(informer(API_VERSION, KINDS.PtahSchema.kind), ignoreStatusOnlyUpdates);
+      const primary = informer(API_VERSION, KINDS.PtahSchema.kind);
+      controller.watchPrimary(primary, ignoreStatusOnlyUpdates).onStop(reportResources(KINDS.PtahSchema.kind, SCHEMA_PHASES, primary));
       controller.watchOwned(informer('batch/v1', 'Job', OPERATION_OBJECTS), OWNER);
       controller.watch(informer('v1', 'Pod', OPERATION_OBJECTS), toLabelledOwner(JOB_LABELS.schema));
       controller.watchOwned(informer(API_VERSION, KINDS.PtahSchemaPlan.kind), OWNER);

@@ -7,6 +7,7 @@ import type { PendingObservation, PtahSchemaStatus } from '../../shared/api/sche
 import type { PendingLockRelease } from '../../shared/api/shapes.js';
 import { retirement, type Disposition } from '../../shared/lifecycle/retirement.js';
 import { leaseTaken } from '../claim-values.js';
+import { countJobOutcome } from '../operator-metrics.js';
 import { completePendingLockRelease, giveJobCleanupTtl, owedRelease } from '../release.js';
 import { operationOf, type SchemaPass } from './context.js';
 import { writeSchemaStatus, type Report } from './status.js';
@@ -69,6 +70,7 @@ export async function retireSchemaClaim(pass: SchemaPass, retire: SchemaRetireme
   const owed = release === 'claim' ? owedRelease(claim) : release === 'proof' && pendingBefore ? proofRelease(pendingBefore) : undefined;
   stageRelease(pass, next, owed);
   await writeSchemaStatus(pass, next, retire.report);
+  countJobOutcome(pass.kind, claim, retire.why);
   pass.deps.log.info({ operationID: claim.id, type: claim.type, disposition: retire.disposition, why: retire.why, release: owed ? release : 'none' }, 'claim retired');
   if (owed) await completeSchemaPendingLockRelease(pass);
 }
