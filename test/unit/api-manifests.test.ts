@@ -64,17 +64,20 @@ t.test('one CRD per kind, with the sketch’s names', async (t) => {
     PtahMigrationPlan: 'ptahmplan',
     PtahMigrationApproval: 'ptahmapprove',
     PtahMigrationRunAcknowledgment: 'ptahmack',
+    PtahRealm: 'ptahr',
   };
+  // Kinds without a status subresource: the chunk (data only) and the realm (an administrator's grant).
+  const statusless = new Set(['PtahSchemaPlanChunk', 'PtahRealm']);
   t.strictSame(crds.map((c) => c.spec.names.kind).sort(), Object.keys(shortNames).sort());
   for (const crd of crds) {
     const kind = crd.spec.names.kind;
     t.equal(crd.metadata.name, `${crd.spec.names.plural}.${GROUP}`);
-    t.equal(crd.spec.scope, 'Namespaced', `${kind} is namespaced`);
+    t.equal(crd.spec.scope, kind === 'PtahRealm' ? 'Cluster' : 'Namespaced', `${kind} is ${kind === 'PtahRealm' ? 'cluster-scoped' : 'namespaced'}`);
     t.strictSame(crd.spec.names.shortNames, [shortNames[kind]], `${kind} short name`);
     t.equal(crd.spec.versions.length, 1);
     const version = crd.spec.versions[0]!;
-    t.equal(version.subresources !== undefined, kind !== 'PtahSchemaPlanChunk', `${kind}: status subresource unless it is the chunk`);
-    t.equal(version.schema.openAPIV3Schema.properties?.status !== undefined, kind !== 'PtahSchemaPlanChunk', `${kind}: status schema`);
+    t.equal(version.subresources !== undefined, !statusless.has(kind), `${kind}: status subresource unless it is the chunk or the realm`);
+    t.equal(version.schema.openAPIV3Schema.properties?.status !== undefined, !statusless.has(kind), `${kind}: status schema`);
     t.strictSame(version.schema.openAPIV3Schema.required, ['spec'], `${kind}: spec required`);
     t.equal(version.additionalPrinterColumns.at(-1)?.name, 'Age');
   }
@@ -82,6 +85,23 @@ t.test('one CRD per kind, with the sketch’s names', async (t) => {
     crdFor('PtahMigration').spec.versions[0]!.additionalPrinterColumns.filter((c) => !c.priority).map((c) => c.name),
     ['Phase', 'Current', 'Pending', 'Outcome', 'Reason', 'Age'],
   );
+  t.strictSame(crdFor('PtahRealm').spec.versions[0]!.additionalPrinterColumns.map((c) => c.name), ['Engine', 'Sharing', 'Namespaces', 'Age']);
+});
+
+t.test('PtahRealm: an immutable engine, a bounded set of namespaces, a closed sharing; targets name a key or a realm', async (t) => {
+  t.strictSame(rulesAt('PtahRealm', 'spec.engine'), ['self == oldSelf'], 'engine immutable');
+  const namespaces = at(rootOf('PtahRealm'), 'spec.namespaces');
+  t.strictSame([namespaces.minItems, namespaces.maxItems, namespaces['x-kubernetes-list-type']], [1, 256, 'set']);
+  t.strictSame(at(rootOf('PtahRealm'), 'spec.sharing').enum, ['Exclusive', 'Shared']);
+  t.strictSame(at(rootOf('PtahRealm'), 'spec').required, ['engine', 'namespaces', 'sharing']);
+  for (const kind of ['PtahSchema', 'PtahMigration']) {
+    t.strictSame(rulesAt(kind, 'spec.target'), [
+      'has(self.coordinationKey) != has(self.realmRef)',
+      '!has(self.sharedRealm) || !self.sharedRealm || has(self.realmRef)',
+      'has(self.realmRef) == has(oldSelf.realmRef)',
+    ], `${kind}: exactly one of coordinationKey and realmRef, sharedRealm only with a realm, no switch between them`);
+    t.strictSame(at(rootOf(kind), 'spec.target').required, ['engine', 'urlFrom'], `${kind}: neither realm field is required alone`);
+  }
 });
 
 t.test('every schema is structural and every rule has a bounded cost', async (t) => {
@@ -221,7 +241,10 @@ t.test('the manager’s RBAC', async (t) => {
   const can = (rules: readonly V1PolicyRule[], group: string, resource: string, verb: string) =>
     rules.some((r) => r.apiGroups?.includes(group) && r.resources?.includes(resource) && r.verbs.includes(verb));
   for (const kind of KIND_NAMES) {
-    for (const verb of ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete']) t.ok(can(MANAGER_RULES, GROUP, KINDS[kind].plural, verb), `manager ${verb} ${kind}`);
+    // Only cluster administrators write a PtahRealm; the manager reads it.
+    const writes = kind !== 'PtahRealm';
+    for (const verb of ['get', 'list', 'watch']) t.ok(can(MANAGER_RULES, GROUP, KINDS[kind].plural, verb), `manager ${verb} ${kind}`);
+    for (const verb of ['create', 'update', 'patch', 'delete']) t.equal(can(MANAGER_RULES, GROUP, KINDS[kind].plural, verb), writes, `manager ${writes ? 'may' : 'may not'} ${verb} ${kind}`);
     if (KINDS[kind].status) t.ok(can(MANAGER_RULES, GROUP, `${KINDS[kind].plural}/status`, 'patch'), `manager patches ${kind} status`);
   }
   t.ok(can(MANAGER_RULES, 'batch', 'jobs', 'create'));

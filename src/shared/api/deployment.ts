@@ -7,7 +7,8 @@ export const MANAGER_IMAGE = 'localhost/ptah-operator:dev';
 export const MANAGER_PORT = 9443;
 const CERT_DIR = '/etc/ptah/tls';
 const UID = 65532;
-const LABELS = { 'app.kubernetes.io/name': 'ptah-operator', 'app.kubernetes.io/component': 'manager' };
+/** The manager's Pods: the Deployment, its Service, PodDisruptionBudget and NetworkPolicy select them by these. */
+export const MANAGER_LABELS = { 'app.kubernetes.io/name': 'ptah-operator', 'app.kubernetes.io/component': 'manager' };
 
 export interface DeploymentOptions {
   image?: string;
@@ -49,14 +50,14 @@ export function managerDeployment(opts: DeploymentOptions = {}): [V1Deployment, 
   const deployment: V1Deployment = {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: { name: INSTALL.deployment, namespace: INSTALL.namespace, labels: LABELS },
+    metadata: { name: INSTALL.deployment, namespace: INSTALL.namespace, labels: MANAGER_LABELS },
     spec: {
       replicas: opts.replicas ?? 2,
       // An old and a new manager never serve admission side by side.
       strategy: { type: 'Recreate' },
-      selector: { matchLabels: LABELS },
+      selector: { matchLabels: MANAGER_LABELS },
       template: {
-        metadata: { labels: LABELS },
+        metadata: { labels: MANAGER_LABELS },
         spec: {
           serviceAccountName: INSTALL.serviceAccount,
           securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
@@ -72,8 +73,8 @@ export function managerDeployment(opts: DeploymentOptions = {}): [V1Deployment, 
   const service: V1Service = {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name: INSTALL.webhookService, namespace: INSTALL.namespace, labels: LABELS },
-    spec: { selector: LABELS, ports: [{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }] },
+    metadata: { name: INSTALL.webhookService, namespace: INSTALL.namespace, labels: MANAGER_LABELS },
+    spec: { selector: MANAGER_LABELS, ports: [{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }] },
   };
   return [deployment, service];
 }

@@ -7,8 +7,10 @@ import { renderManifests } from './manifests.js';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../manifests');
 const files = renderManifests();
 
-await mkdir(path.join(root, 'crds'), { recursive: true });
-for (const [name, text] of files) await writeFile(path.join(root, name), text);
+for (const [name, text] of files) {
+  await mkdir(path.dirname(path.join(root, name)), { recursive: true });
+  await writeFile(path.join(root, name), text);
+}
 for (const name of await readdir(path.join(root, 'crds'))) {
   if (!files.has(`crds/${name}`)) await rm(path.join(root, 'crds', name));
 }

@@ -3,6 +3,17 @@
 import YAML from 'yaml';
 import { customResourceDefinitions } from './crd.js';
 import { managerDeployment } from './deployment.js';
+import {
+  caBundleKustomization,
+  certManagerKustomization,
+  certManagerObjects,
+  crdKustomization,
+  installKustomization,
+  managerDisruptionBudget,
+  managerNetworkPolicy,
+  operationPodKustomization,
+  operationPodNetworkPolicy,
+} from './install.js';
 import { rbacObjects } from './rbac.js';
 import { statusWritePolicies } from './status-policy.js';
 import { serviceClientConfig, webhookConfigurations } from './webhooks.js';
@@ -18,7 +29,11 @@ export function toYaml(objects: readonly object[], comment = ''): string {
 /** Path (relative to manifests/) → content. */
 export function renderManifests(): Map<string, string> {
   const files = new Map<string, string>();
-  for (const crd of customResourceDefinitions()) files.set(`crds/${crd.spec.names.plural}.yaml`, toYaml([crd]));
+  const crdFiles = customResourceDefinitions().map((crd) => {
+    files.set(`crds/${crd.spec.names.plural}.yaml`, toYaml([crd]));
+    return `${crd.spec.names.plural}.yaml`;
+  });
+  files.set('crds/kustomization.yaml', toYaml([crdKustomization(crdFiles)]));
   files.set('rbac.yaml', toYaml(rbacObjects()));
   const { mutating, validating } = webhookConfigurations(serviceClientConfig);
   files.set(
@@ -30,5 +45,13 @@ export function renderManifests(): Map<string, string> {
   );
   files.set('deployment.yaml', toYaml(managerDeployment()));
   files.set('status-write-policy.yaml', toYaml(statusWritePolicies()));
+  files.set('pdb.yaml', toYaml([managerDisruptionBudget()]));
+  files.set('networkpolicy.yaml', toYaml([managerNetworkPolicy()]));
+  files.set('kustomization.yaml', toYaml([installKustomization()]));
+  files.set('operation-pods/networkpolicy.yaml', toYaml([operationPodNetworkPolicy()]));
+  files.set('operation-pods/kustomization.yaml', toYaml([operationPodKustomization()]));
+  files.set('cert-manager/certificate.yaml', toYaml(certManagerObjects()));
+  files.set('cert-manager/kustomization.yaml', toYaml([certManagerKustomization()]));
+  files.set('ca-bundle/kustomization.yaml', toYaml([caBundleKustomization()], '# A component (see README, Install): put the PEM of the CA that signed ptah-webhook-tls in ca.crt beside this file.\n'));
   return files;
 }
