@@ -1,5 +1,6 @@
 // The executor's own records in the target database, in one schema that drift detection never looks at:
-// the migration history, and which operation applied which schema plan.
+// the migration history, and which operation applied which schema plan and when it ran (from taking the writer
+// locks to its record), so two runs that overlapped on one database can be told from the database alone.
 import { realmLockKey } from '../shared/realm-lock-key.js';
 import type { Db } from './db.js';
 
@@ -13,7 +14,8 @@ const BOOTSTRAP_LOCK_KEY = realmLockKey('ptah-bookkeeping-bootstrap');
 /** Creates the bookkeeping schema and tables when missing. Must run inside a transaction. */
 export async function ensureBookkeeping(client: Db): Promise<void> {
   const { rows } = await client.query<{ ready: boolean }>(
-    'SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AS ready', [HISTORY_TABLE, SCHEMA_APPLIES_TABLE]);
+    `SELECT to_regclass($1) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'started_at') AS ready`,
+    [HISTORY_TABLE, SCHEMA_APPLIES_TABLE]);
   if (rows[0]?.ready) return;
   await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [BOOTSTRAP_LOCK_KEY]);
   await client.query(`
@@ -37,7 +39,9 @@ export async function ensureBookkeeping(client: Db): Promise<void> {
       desired_schema_digest text NOT NULL,
       statement_count integer NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
-    );`);
+    );
+    -- Tables an earlier executor created lack it; their rows keep NULL (start not recorded).
+    ALTER TABLE ${SCHEMA_APPLIES_TABLE} ADD COLUMN IF NOT EXISTS started_at timestamptz;`);
 }
 
 /** Whether a bookkeeping table exists yet; reads must not create it. */

@@ -9,10 +9,14 @@
 // migrations (in their own namespaces, run by their own in-process controllers) must stay invisible to it. A list
 // or watch of a namespaced kind across all namespaces is rewritten to the same collection in `namespace`, as if
 // the cluster held that namespace only.
+//
+// For a chaos run (bench/soak.ts) the proxy also injects faults (fault-injection.ts) into any request except a
+// write an armed kill waits for, and can keep only the requests a run needs, so hours of traffic fit in memory.
 import { request as httpsRequest, createServer, Agent, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
+import type { FaultDecision, FaultInjector } from './fault-injection.js';
 import type { CertFiles } from './pki.js';
 
 export interface ProxiedWrite {
@@ -29,6 +33,11 @@ export interface RecordedRequest extends ProxiedWrite {
   /** How many kills the proxy had made when the request arrived: 0 is the first manager, 1 the one after it. */
   generation: number;
   at: number;
+  /** When the answer arrived from the API server, and the resourceVersion a write's answer carried. */
+  answeredAt?: number;
+  storedVersion?: string;
+  /** The fault injected into this request, if any. */
+  fault?: FaultDecision['kind'];
 }
 
 /** One write a kill waits for; `match` sees every write the manager sends until it returns true for a stored one. */
@@ -57,6 +66,10 @@ export interface CrashProxy {
   armKill(trigger: KillTrigger, kill: () => Promise<void>): Promise<FiredKill>;
   /** Drops an armed kill that has not fired (a test that failed before reaching its window). */
   disarm(): void;
+  /** Injects `faults` into every later request (undefined: none). */
+  injectFaults(faults: FaultInjector | undefined): void;
+  /** Keeps in `requests` only the later requests `keep` accepts (every one by default). */
+  recordOnly(keep: (request: ProxiedWrite) => boolean): void;
   close(): Promise<void>;
 }
 
@@ -72,8 +85,8 @@ export interface CrashProxyOptions {
   namespace: string;
 }
 
-// Collections the migration controller lists and watches across namespaces; every one is namespaced.
-const NAMESPACED_COLLECTION = /^\/(api\/v1|apis\/batch\/v1|apis\/operator\.ptah\.run\/[^/]+)\/(pods|jobs|ptah[a-z]+)$/;
+// Collections the controllers list and watch across namespaces that are namespaced: PtahRealm is cluster-scoped.
+const NAMESPACED_COLLECTION = /^\/(api\/v1|apis\/batch\/v1|apis\/operator\.ptah\.run\/[^/]+)\/(pods|jobs|ptah(?!realms$)[a-z]+)$/;
 
 /** A cluster-wide collection path of a namespaced kind, rewritten to `namespace`'s; anything else unchanged. */
 export function scopedPath(path: string, namespace: string): string {
@@ -106,6 +119,27 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
+const isWatch = (url: string) => /[?&]watch=(true|1)(&|$)/.test(url);
+
+/** Reads the resourceVersion of the object in a write's answer into `record`, beside the pipe to the manager. */
+function keepStoredVersion(up: IncomingMessage, record: RecordedRequest): void {
+  const chunks: Buffer[] = [];
+  up.on('data', (c: Buffer) => chunks.push(c));
+  up.on('end', () => {
+    const answer = parseJson(Buffer.concat(chunks)) as { metadata?: { resourceVersion?: string } } | undefined;
+    if (answer?.metadata?.resourceVersion) record.storedVersion = answer.metadata.resourceVersion;
+  });
+}
+
+/** Cuts a watch stream after `ms`, unless it ended first. */
+function dropLater(res: ServerResponse, ms: number, dropped: () => void): void {
+  const timer = setTimeout(() => {
+    dropped();
+    res.destroy();
+  }, ms);
+  res.once('close', () => clearTimeout(timer));
+}
+
 interface Armed {
   trigger: KillTrigger;
   kill: () => Promise<void>;
@@ -121,6 +155,8 @@ export async function startCrashProxy(options: CrashProxyOptions): Promise<Crash
   const requests: RecordedRequest[] = [];
   let armed: Armed | undefined;
   let kills = 0;
+  let faults: FaultInjector | undefined;
+  let keep: (request: ProxiedWrite) => boolean = () => true;
 
   const forward = (req: IncomingMessage, res: ServerResponse, body: Buffer | undefined, onResponse: (up: IncomingMessage) => void, onError: (e: Error) => void) => {
     const headers = { ...req.headers, host: upstream.host };
@@ -136,28 +172,44 @@ export async function startCrashProxy(options: CrashProxyOptions): Promise<Crash
     const method = req.method ?? 'GET';
     const [path] = splitQuery(req.url ?? '/');
     const record: RecordedRequest = { method, path, body: undefined, status: 0, generation: kills, at: Date.now() };
-    requests.push(record);
     const fail = (e: Error) => {
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
       res.end(`crash proxy: ${e.message}`);
     };
-    if (method === 'GET') {
-      forward(req, res, undefined, (up) => {
-        record.status = up.statusCode ?? 0;
-        res.writeHead(record.status, up.headers);
-        up.pipe(res);
-      }, fail);
+    const body = method === 'GET' ? undefined : await readBody(req);
+    if (body) record.body = parseJson(body);
+    if (keep(record)) requests.push(record);
+    const candidate = body && armed && armed.trigger.match(record) ? armed : undefined;
+    const fault = candidate ? undefined : faults?.decide({ method, watch: isWatch(req.url ?? '') });
+    if (fault) record.fault = fault.kind;
+    if (fault && fault.kind !== 'watchDrop') faults?.applied(fault.kind);
+    if (fault?.kind === 'latency') await new Promise((resolve) => setTimeout(resolve, fault.ms));
+    if (fault?.kind === 'error') {
+      record.status = 503;
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: 'crash proxy: injected fault' }));
       return;
     }
-    const body = await readBody(req);
-    record.body = parseJson(body);
-    const candidate = armed && armed.trigger.match(record) ? armed : undefined;
+    // A read is cut before it is sent; a write after the API server answered, so it may be stored unheard.
+    if (fault?.kind === 'reset' && !body) {
+      res.socket?.destroy();
+      return;
+    }
     forward(req, res, body, (up) => {
       record.status = up.statusCode ?? 0;
+      record.answeredAt = Date.now();
       const stored = record.status >= 200 && record.status < 300;
+      if (fault?.kind === 'reset') {
+        // Stored or not, the manager never hears; the record still reads the answer, then the connection is cut.
+        keepStoredVersion(up, record);
+        up.once('end', () => res.socket?.destroy());
+        return;
+      }
       if (!candidate || armed !== candidate || !stored) {
         res.writeHead(record.status, up.headers);
+        if (body) keepStoredVersion(up, record);
         up.pipe(res);
+        if (fault?.kind === 'watchDrop') dropLater(res, fault.afterMs, () => faults?.applied('watchDrop'));
         return;
       }
       // The write is stored. The manager dies before it hears so; its socket is dropped only once it is dead,
@@ -194,6 +246,12 @@ export async function startCrashProxy(options: CrashProxyOptions): Promise<Crash
     },
     disarm() {
       armed = undefined;
+    },
+    injectFaults(injector) {
+      faults = injector;
+    },
+    recordOnly(filter) {
+      keep = filter;
     },
     async close() {
       armed = undefined;

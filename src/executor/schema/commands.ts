@@ -110,8 +110,9 @@ export async function apply(env: Env, context: CommandContext): Promise<ApplyRep
   let statementsExecuted = 0;
   const failed = (error: ExecutorFailure): ApplyReport =>
     ({ command: 'apply', outcome: 'failed', planContentDigest, statementsExecuted, error: error.toReport() });
-  const record = () => target.query(`INSERT INTO ${SCHEMA_APPLIES_TABLE} (operation_id, plan_content_digest, desired_schema_digest, statement_count) VALUES ($1, $2, $3, $4)`,
-    [operationId, planContentDigest, document.desiredSchemaDigest, document.statementCount]);
+  let startedAt: Date | undefined;
+  const record = () => target.query(`INSERT INTO ${SCHEMA_APPLIES_TABLE} (operation_id, plan_content_digest, desired_schema_digest, statement_count, started_at) VALUES ($1, $2, $3, $4, $5)`,
+    [operationId, planContentDigest, document.desiredSchemaDigest, document.statementCount, startedAt]);
   const run = async (i: number, sql: string, after: string) => {
     try {
       await target.query(sql);
@@ -131,6 +132,8 @@ export async function apply(env: Env, context: CommandContext): Promise<ApplyRep
   try {
     const lock = await acquireWriterLocks(target, coordinationDigest, timeoutMs);
     try {
+      // The database's clock, as applied_at is: the run's start is recorded with its end.
+      startedAt = (await target.query<{ now: Date }>('SELECT clock_timestamp() AS now')).rows[0]?.now;
       if (!document.transactional) {
         return await applyConcurrently(target, document, { run, record, refuseMoved, notConverged, failed, executed: () => statementsExecuted, planContentDigest });
       }

@@ -1,0 +1,51 @@
+// `npm run soak -- --minutes N --resources R --databases D [--seed S] [--drain-minutes M]`: the chaos soak of
+// bench/soak-run.ts on a stack of its own (PostgreSQL, control plane, fake kubelet; test/harness/stack.ts, as
+// test/run.ts starts it). Writes bench/soak-report.json and bench/soak-report.md; exits 1 when a safety count is
+// not 0 (or the run itself failed), keeping the stack's logs.
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { REPO_ROOT } from '../test/harness/paths.js';
+import { startStack } from '../test/harness/stack.js';
+
+const say = (line: string) => process.stderr.write(`[soak] ${line}\n`);
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string' }, resources: { type: 'string' }, databases: { type: 'string' }, seed: { type: 'string' }, 'drain-minutes': { type: 'string' },
+  },
+});
+const number = (v: string | undefined, fallback: number) => {
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`not a positive number: ${v}`);
+  return n;
+};
+
+const stack = await startStack({ log: say });
+Object.assign(process.env, stack.env);
+// Imported once the stack's environment is set: the worlds read it when they load.
+const { default: t } = await import('tap');
+const { runSoak, safetyFailures, SOAK_DEFAULTS } = await import('./soak-run.js');
+const { soakMarkdown, writeSoakReport } = await import('./soak-report.js');
+const options = {
+  ...SOAK_DEFAULTS,
+  minutes: number(values.minutes, SOAK_DEFAULTS.minutes),
+  resources: number(values.resources, SOAK_DEFAULTS.resources),
+  databases: number(values.databases, SOAK_DEFAULTS.databases),
+  drainMinutes: number(values['drain-minutes'], SOAK_DEFAULTS.drainMinutes),
+  seed: number(values.seed, Date.now() % 2 ** 31),
+  log: say,
+};
+let failed = true;
+// Not tap's default 30 s: the soak, its setup and its teardown take minutes.
+const timeout = (options.minutes + options.drainMinutes + 10) * 60_000;
+t.setTimeout(timeout);
+await t.test('soak', { timeout }, async (tt) => {
+  const report = await runSoak(tt, options);
+  await writeSoakReport(report, join(REPO_ROOT, 'bench/soak-report'));
+  say(`\n${soakMarkdown(report)}`);
+  failed = safetyFailures(report) > 0;
+  tt.equal(safetyFailures(report), 0, 'every safety count is 0');
+});
+await stack.stop({ keepDir: failed });
+if (failed) say(`logs of the stack kept in ${stack.state.dir}/logs`);
+process.exit(failed ? 1 : 0);
