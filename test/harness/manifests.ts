@@ -2,7 +2,7 @@
 // so tests run against exactly what an installation gets. (client-node's typed serializer would drop `default`,
 // `enum` and `x-kubernetes-validations` from a CRD's schema: the defaults the controller relies on would vanish.)
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -18,6 +18,11 @@ let kubectlPath: Promise<string> | undefined;
 export function kubectl(): Promise<string> {
   kubectlPath ??= (async () => join(process.env.PTAH_CONTROLPLANE_BIN ?? (await buildOrLocateBinaries()), 'kubectl'))();
   return kubectlPath;
+}
+
+/** The CRD files under manifests/crds, sorted (its kustomization.yaml lists them for `kubectl apply -k`; it is no object). */
+export async function crdManifestFiles(): Promise<string[]> {
+  return (await readdir(join(REPO_ROOT, 'manifests/crds'))).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml').sort();
 }
 
 /** Server-side applies every document of `file` (relative to the repository); returns what was applied. */

@@ -3,8 +3,6 @@
 // made with the manager's, an administrator's and an approver's credentials. Every refusal is asserted as the API
 // server reports it, and every guard has the write it must admit beside the one it must refuse.
 import t, { type Test } from 'tap';
-import { readdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { V1Job } from '@kubernetes/client-node';
 import { ANNOTATIONS, API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
@@ -15,8 +13,7 @@ import { jobNameFor } from '../../src/shared/naming.js';
 import { resolveSnapshot } from '../../src/shared/podintent.js';
 import { coordinationDigest } from '../../src/shared/realm.js';
 import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../harness/cluster.js';
-import { applyManifestFile } from '../harness/manifests.js';
-import { REPO_ROOT } from '../harness/paths.js';
+import { applyManifestFile, crdManifestFiles } from '../harness/manifests.js';
 import { startManagerService, TEST_MANAGER_IMAGES, type ManagerService } from './manager-service.js';
 
 const cluster = sharedCluster();
@@ -40,7 +37,7 @@ let approver: KubeClient;
 /** The project's CRDs, installed as an installation gets them (idempotent: other test files may install them too). */
 async function installCrds(): Promise<void> {
   const kc = cluster.kubeConfig('admin');
-  const files = (await readdir(join(REPO_ROOT, 'manifests/crds'))).filter((f) => f.endsWith('.yaml')).sort();
+  const files = await crdManifestFiles();
   const names: string[] = [];
   for (const file of files) {
     for (const crd of await applyManifestFile(kc, `manifests/crds/${file}`)) names.push(crd.metadata?.name ?? '');

@@ -2,7 +2,7 @@
 // RBAC and the status-write policy on the shared control plane, once per test process; the sample manifests; and
 // the test log.
 import { execFile } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pino, type Logger } from 'pino';
@@ -11,7 +11,7 @@ import { GROUP } from '../../src/shared/api/names.js';
 import type { KubeObject } from '../../src/shared/kube-client.js';
 import { sharedCluster, waitForCrdsEstablished } from '../harness/cluster.js';
 import { buildOrLocateBinaries } from '../harness/controlplane.js';
-import { applyManifestFile } from '../harness/manifests.js';
+import { applyManifestFile, crdManifestFiles } from '../harness/manifests.js';
 import { REPO_ROOT } from '../harness/paths.js';
 
 const cluster = sharedCluster();
@@ -28,9 +28,9 @@ export function installOperator(): Promise<void> {
   installed ??= (async () => {
     const kc = cluster.kubeConfig('admin');
     const kubectl = join(process.env.PTAH_CONTROLPLANE_BIN ?? (await buildOrLocateBinaries()), 'kubectl');
+    const files = await crdManifestFiles();
     await promisify(execFile)(kubectl, ['--kubeconfig', cluster.state.kubeconfigs.admin, 'apply', '--server-side', '--force-conflicts',
-      '--field-manager', FIELD_MANAGER, '-f', join(REPO_ROOT, 'manifests/crds')], { timeout: 120_000 });
-    const files = (await readdir(join(REPO_ROOT, 'manifests/crds'))).filter((f) => f.endsWith('.yaml'));
+      '--field-manager', FIELD_MANAGER, ...files.flatMap((f) => ['-f', join(REPO_ROOT, 'manifests/crds', f)])], { timeout: 120_000 });
     const names = files.map((f) => `${f.replace(/\.yaml$/, '')}.${GROUP}`);
     await applyManifestFile(kc, 'manifests/rbac.yaml');
     await applyManifestFile(kc, 'manifests/status-write-policy.yaml');
