@@ -1,11 +1,11 @@
 // `npm run soak -- --minutes N --resources R --databases D [--seed S] [--drain-minutes M]`: the chaos soak of
-// bench/soak-run.ts on a stack of its own (PostgreSQL, control plane, fake kubelet; test/harness/stack.ts, as
+// bench/soak-run.ts on a stack of its own (PostgreSQL, control plane, fake kubelet; tools/stack/stack.ts, as
 // test/run.ts starts it). Writes bench/soak-report.json and bench/soak-report.md; exits 1 when a safety count is
 // not 0 (or the run itself failed), keeping the stack's logs.
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { REPO_ROOT } from '../test/harness/paths.js';
-import { startStack } from '../test/harness/stack.js';
+import { REPO_ROOT } from '../tools/stack/paths.js';
+import { startStack } from '../tools/stack/stack.js';
 
 const say = (line: string) => process.stderr.write(`[soak] ${line}\n`);
 const { values } = parseArgs({

@@ -8,7 +8,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateCertificates } from '../certs/generate.js';
-import { REPO_ROOT } from '../test/harness/paths.js';
+import { REPO_ROOT } from '../tools/stack/paths.js';
 
 /** The manager's last start-up line (src/main.ts): the HTTPS service listens. */
 const STARTED = 'manager started';

@@ -5,11 +5,10 @@
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { REPO_ROOT } from './harness/paths.js';
-import { onInterrupt, trackGroup } from './harness/processes.js';
-import { fileDurations, longestFirst, readDurations, recordDurations } from './harness/schedule.js';
+import { REPO_ROOT } from '../tools/stack/paths.js';
+import { onInterrupt, trackGroup } from '../tools/stack/processes.js';
 import { countTap, type TapCounts } from './harness/tap-count.js';
-import { startStack, type Stack } from './harness/stack.js';
+import { startStack, type Stack } from '../tools/stack/stack.js';
 
 const say = (line: string) => process.stderr.write(`[test/run] ${line}\n`);
 
@@ -22,7 +21,7 @@ function testFiles(dir: string): string[] {
 }
 
 /** Runs tap with the raw TAP reporter, copying its output through and keeping it to count. */
-async function runTap(args: string[], env: Record<string, string>): Promise<{ counts: TapCounts; exitCode: number; tap: string }> {
+async function runTap(args: string[], env: Record<string, string>): Promise<{ counts: TapCounts; exitCode: number }> {
   // Not --output-file: with the raw TAP reporter tap 21 then writes every line to stdout twice.
   // Its own process group, so an interrupted run can stop tap and every test file it started, however they
   // handle signals.
@@ -41,8 +40,7 @@ async function runTap(args: string[], env: Record<string, string>): Promise<{ co
     child.once('close', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
   });
   unregister();
-  const output = Buffer.concat(chunks).toString('utf8');
-  return { counts: await countTap(output), exitCode, tap: output };
+  return { counts: await countTap(Buffer.concat(chunks).toString('utf8')), exitCode };
 }
 
 function formatTimings(stack: Stack): string {
@@ -65,7 +63,7 @@ const args = process.argv.slice(2);
 const flags = args.filter((a) => a.startsWith('-'));
 if (!flags.some((f) => f === '-j' || f.startsWith('--jobs') || /^-j\d/.test(f))) flags.push(`--jobs=${JOBS}`);
 const files = args.filter((a) => !a.startsWith('-'));
-const selected = longestFirst(files.length > 0 ? files : testFiles(join(REPO_ROOT, 'test')), await readDurations());
+const selected = files.length > 0 ? files : testFiles(join(REPO_ROOT, 'test'));
 
 let stack: Stack | undefined;
 let stackFailure = 0;
@@ -78,8 +76,7 @@ try {
   say(`the test stack did not start; tests that need it will fail: ${(e as Error).message}`);
 }
 
-const { counts, exitCode, tap } = await runTap([...flags, ...selected], stack?.env ?? {});
-await recordDurations(fileDurations(tap)).catch((e: Error) => say(`could not record the files' durations: ${e.message}`));
+const { counts, exitCode } = await runTap([...flags, ...selected], stack?.env ?? {});
 const failures = [...counts.failures];
 if (stackFailure) failures.push('the test stack (PostgreSQL, control plane, fake kubelet) did not start');
 // tap failed but said nothing countable (it could not start, or died before writing any TAP).

@@ -17,7 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import type { FaultDecision, FaultInjector } from './fault-injection.js';
-import type { CertFiles } from './pki.js';
+import type { CertFiles } from '../../tools/stack/pki.js';
 
 export interface ProxiedWrite {
   method: string;

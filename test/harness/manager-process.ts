@@ -6,9 +6,9 @@ import { readFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
-import { REPO_ROOT } from './paths.js';
-import { startProcess, type ManagedProcess, type ProcessExit } from './processes.js';
-import { waitFor } from './wait.js';
+import { REPO_ROOT } from '../../tools/stack/paths.js';
+import { startProcess, type ManagedProcess, type ProcessExit } from '../../tools/stack/processes.js';
+import { waitFor } from '../../tools/stack/wait.js';
 
 export interface ManagerProcessOptions {
   /** Names the process in messages and its log file. */

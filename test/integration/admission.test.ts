@@ -12,8 +12,8 @@ import { ApiError, restClient, type KubeClient, type KubeObject, type ResourceRe
 import { jobNameFor } from '../../src/shared/naming.js';
 import { resolveSnapshot } from '../../src/shared/podintent.js';
 import { coordinationDigest } from '../../src/shared/realm.js';
-import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../harness/cluster.js';
-import { applyManifestFile, crdManifestFiles } from '../harness/manifests.js';
+import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../../tools/stack/cluster.js';
+import { applyManifestFile, crdManifestFiles } from '../../tools/stack/manifests.js';
 import { startManagerService, TEST_MANAGER_IMAGES, type ManagerService } from './manager-service.js';
 
 const cluster = sharedCluster();

@@ -10,8 +10,8 @@ import { pino } from 'pino';
 import { Informer, type InformerOptions } from '../../src/controller/informer.js';
 import { restClient, type KubeClient, type KubeObject } from '../../src/shared/kube-client.js';
 import { registry } from '../../src/shared/metrics.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { waitFor } from '../harness/wait.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { waitFor } from '../../tools/stack/wait.js';
 
 const silent = pino({ level: 'silent' });
 type ConfigMap = KubeObject & { data?: Record<string, string> };

@@ -6,8 +6,8 @@ import { pino } from 'pino';
 import { toMicroTime } from '../../src/controller/clock.js';
 import { LeaderElector, type LeaderElectionOptions } from '../../src/controller/leaderelection.js';
 import { restClient, type KubeClient, type KubeObject } from '../../src/shared/kube-client.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 
 const silent = pino({ level: 'silent' });
 

@@ -8,8 +8,8 @@ import { EventRecorder } from '../../src/controller/events.js';
 import { FinalizerError, addFinalizer, hasFinalizer, removeFinalizer } from '../../src/controller/finalizer.js';
 import { startController, type ControllerRegistration, type ManagerHandle } from '../../src/controller/manager.js';
 import { ApiError, restClient, type KubeClient, type KubeObject } from '../../src/shared/kube-client.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { waitFor } from '../harness/wait.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { waitFor } from '../../tools/stack/wait.js';
 
 const silent = pino({ level: 'silent' });
 

@@ -5,10 +5,10 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { AdmissionregistrationV1Api, AuthenticationV1Api, CoreV1Api } from '@kubernetes/client-node';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { IDENTITIES, MANAGER_NAMESPACE, type IdentityName } from '../harness/controlplane.js';
-import { applyManifestFile } from '../harness/manifests.js';
-import { registerWebhooks } from '../harness/webhooks.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { IDENTITIES, MANAGER_NAMESPACE, type IdentityName } from '../../tools/stack/controlplane.js';
+import { applyManifestFile } from '../../tools/stack/manifests.js';
+import { registerWebhooks } from '../../tools/stack/webhooks.js';
 
 const cluster = sharedCluster();
 const admin = cluster.kubeConfig('admin');

@@ -1,8 +1,8 @@
 // The harness's own logic that needs no cluster: how the runner counts TAP, how the fake kubelet keeps a container's
 // log (stream interleaving, containerd's 16 KiB line cut, the query parameters) and expands $(VAR) references.
 import t from 'tap';
-import { ContainerLog, MAX_LOG_LINE_BYTES } from '../harness/kubelet/container-log.js';
-import { expandReferences } from '../harness/kubelet/pod-config.js';
+import { ContainerLog, MAX_LOG_LINE_BYTES } from '../../tools/stack/kubelet/container-log.js';
+import { expandReferences } from '../../tools/stack/kubelet/pod-config.js';
 import { countTap } from '../harness/tap-count.js';
 
 t.test('countTap counts assertions, and a failed subtest without a failing assertion once', async (t) => {

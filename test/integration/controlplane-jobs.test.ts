@@ -6,9 +6,9 @@ import { Writable } from 'node:stream';
 import {
   BatchV1Api, CoreV1Api, Log, type V1Container, type V1Job, type V1JobCondition, type V1Pod, type V1PodSpec,
 } from '@kubernetes/client-node';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { waitFor } from '../harness/wait.js';
-import { RUNNER_IMAGE } from '../harness/kubelet/images.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { waitFor } from '../../tools/stack/wait.js';
+import { RUNNER_IMAGE } from '../../tools/stack/kubelet/images.js';
 import { RUNNER_ENV } from '../../src/shared/runner-env.js';
 
 const cluster = sharedCluster();

@@ -7,7 +7,7 @@ import type { V1Lease } from '@kubernetes/client-node';
 import { FINALIZERS } from '../../src/shared/api/names.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
 import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
-import { waitFor } from '../harness/wait.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { applyClaim, appliedOnce, dispatchedClaim, NAME, recoveryWritesTo, statusWrite, writeTo, testRows, type CrashRow } from './crash-world.js';
 
 type JsonPatch = { op?: string; path?: string; value?: unknown }[];

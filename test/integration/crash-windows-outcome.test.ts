@@ -8,7 +8,7 @@ import type { PtahMigration, PtahMigrationStatus } from '../../src/shared/api/mi
 import { ANNOTATIONS } from '../../src/shared/api/names.js';
 import { canonicalJson } from '../../src/shared/canonical.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
-import { waitFor } from '../harness/wait.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import {
   applyClaim, appliedOnce, applyJobs, NAME, outcomeOf, recoveryWrites, recoveryWritesTo, statusWrite, writeTo, testRows, type CrashRow, type RowRun,
 } from './crash-world.js';

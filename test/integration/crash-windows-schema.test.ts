@@ -11,10 +11,10 @@ import type { PendingObservation, PtahSchema, PtahSchemaApproval, PtahSchemaPlan
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { PLAN_LABEL } from '../../src/shared/planstore.js';
 import type { FiredKill, KillTrigger, ProxiedWrite, RecordedRequest } from '../harness/crash-proxy.js';
-import { RUNNER_IMAGE, RUNNER_IMAGE_NEXT } from '../harness/kubelet/images.js';
+import { RUNNER_IMAGE, RUNNER_IMAGE_NEXT } from '../../tools/stack/kubelet/images.js';
 import { LEADING } from '../harness/manager-process.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { waitFor } from '../harness/wait.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { leaseNameFor } from '../../src/shared/realm.js';
 import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
 import {

@@ -15,11 +15,11 @@ import { sha256Digest } from '../../src/shared/canonical.js';
 import { ApiError, restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
 // Registers the Ptah kinds with the REST client.
 import '../../src/shared/kube.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { buildOrLocateBinaries } from '../harness/controlplane.js';
-import { applyManifestFile, crdManifestFiles } from '../harness/manifests.js';
-import { REPO_ROOT } from '../harness/paths.js';
-import { waitFor } from '../harness/wait.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { buildOrLocateBinaries } from '../../tools/stack/controlplane.js';
+import { applyManifestFile, crdManifestFiles } from '../../tools/stack/manifests.js';
+import { REPO_ROOT } from '../../tools/stack/paths.js';
+import { waitFor } from '../../tools/stack/wait.js';
 
 const cluster = sharedCluster();
 const KUBECTL = join(process.env.PTAH_CONTROLPLANE_BIN ?? (await buildOrLocateBinaries()), 'kubectl');

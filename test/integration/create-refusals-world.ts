@@ -10,8 +10,8 @@ import type { Test } from 'tap';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1Job, type V1ValidatingWebhook } from '@kubernetes/client-node';
 import Fastify from 'fastify';
 import { ApiError, restClient, type KubeClient } from '../../src/shared/kube-client.js';
-import { sharedCluster } from '../harness/cluster.js';
-import { waitFor } from '../harness/wait.js';
+import { sharedCluster } from '../../tools/stack/cluster.js';
+import { waitFor } from '../../tools/stack/wait.js';
 
 const cluster = sharedCluster();
 const ACTIVE_MS = 30_000;

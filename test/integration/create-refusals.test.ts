@@ -9,8 +9,8 @@ import t, { type Test } from 'tap';
 import type { PtahMigration, PtahMigrationApproval } from '../../src/shared/api/migration-kinds.js';
 import { ApiError, refOf, restClient, type KubeClient } from '../../src/shared/kube-client.js';
 import { classifyCreate, failureOf, type CreateFailure, type CreateVerdict } from '../../src/shared/lifecycle/classify.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { applyManifestFile } from '../harness/manifests.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { applyManifestFile } from '../../tools/stack/manifests.js';
 import { denyingPolicy, exhaustedJobQuota, jobNamed, testWebhook, unreachableWebhook, type Labels } from './create-refusals-world.js';
 import { jobsOf, migrationWorld, type MigrationWorld } from './migration-world.js';
 

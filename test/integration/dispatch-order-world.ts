@@ -18,9 +18,9 @@ import { ORDER, swapped, type DispatchOrder, type DispatchStep } from '../../src
 import { PLAN_LABEL } from '../../src/shared/planstore.js';
 import { holderIdentityFor, leaseNameFor, realmDigestOf } from '../../src/shared/realm.js';
 import { TargetLock } from '../../src/shared/targetlock.js';
-import { sharedCluster } from '../harness/cluster.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { waitFor } from '../harness/wait.js';
+import { sharedCluster } from '../../tools/stack/cluster.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { FaultClient, recordedOnlyConfirmed, type FaultMode } from '../faults/fault-client.js';
 import { jobsOf, manualReconciler, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
 import { schemaJobsOf, schemaWorld, type SchemaWorld } from './schema-world.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ApplyReport, PlanReport } from '../../src/shared/executor-report.js';
 import type { ClassifiedPlanDocument } from '../../src/executor/schema/commands.js';
-import { sharedPostgresUrl } from '../harness/postgres.js';
+import { sharedPostgresUrl } from '../../tools/stack/postgres.js';
 import { COORDINATION_DIGEST, artifactDir, catalogFacts, jsonFile, operationId, queryOnce, roleDatabase, runExecutor } from './executor-helpers.js';
 
 const CORPUS = fileURLToPath(new URL('../fixtures/schemas', import.meta.url));

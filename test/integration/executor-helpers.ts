@@ -11,7 +11,7 @@ import pg from 'pg';
 import type { ExecutorReport } from '../../src/shared/executor-report.js';
 import { EXECUTOR_ENV } from '../../src/shared/runner-env.js';
 import { runCommand, type ExecutorCommand } from '../../src/executor/run.js';
-import { createTestDatabase, sharedPostgresUrl } from '../harness/postgres.js';
+import { createTestDatabase, sharedPostgresUrl } from '../../tools/stack/postgres.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 export const COORDINATION_DIGEST = `sha256:${'c0'.repeat(32)}`;

@@ -17,7 +17,7 @@ import { expectedSequenceDigest, parseResultFor, parseSummaryFor, type RunnerRes
 import type { RunnerOperation } from '../../src/shared/runner-env.js';
 import { targetIdentityDigest } from '../../src/shared/target-identity.js';
 import { mountConfigMap, runRunner, workspace } from '../fixtures/runner/harness.js';
-import { sharedPostgresUrl } from '../harness/postgres.js';
+import { sharedPostgresUrl } from '../../tools/stack/postgres.js';
 import {
   COORDINATION_DIGEST, artifactDir, jsonFile, operationId, queryOnce, roleDatabase, runExecutor, runExecutorProcess, waitFor,
   type ExecutorEnv, type RoleDatabase,

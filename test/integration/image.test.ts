@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MANAGER_IMAGE } from '../../src/shared/api/deployment.js';
 import { RUNNER_COMMAND, RUNTIME_ID } from '../../src/shared/job/build.js';
-import { REPO_ROOT } from '../harness/paths.js';
+import { REPO_ROOT } from '../../tools/stack/paths.js';
 
 interface Run {
   code: number | null;

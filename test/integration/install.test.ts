@@ -24,12 +24,12 @@ import { WEBHOOK_PATHS, WEBHOOK_TIMEOUT_SECONDS, type WebhookPath } from '../../
 import { sha256Digest } from '../../src/shared/canonical.js';
 import { operatorLabels } from '../../src/shared/job/metadata.js';
 import { ApiError, restClient, type KubeClient, type KubeObject } from '../../src/shared/kube-client.js';
-import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../harness/cluster.js';
+import { bindApprovers, sharedCluster, testNamespace, waitForCrdsEstablished } from '../../tools/stack/cluster.js';
 import { httpsText, startManagerProcess, type ManagerProcess } from '../harness/manager-process.js';
-import { applyManifestFile, kubectl as kubectlPath } from '../harness/manifests.js';
-import { REPO_ROOT } from '../harness/paths.js';
-import { freePort } from '../harness/ports.js';
-import { waitFor } from '../harness/wait.js';
+import { applyManifestFile, kubectl as kubectlPath } from '../../tools/stack/manifests.js';
+import { REPO_ROOT } from '../../tools/stack/paths.js';
+import { freePort } from '../../tools/stack/ports.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { TEST_MANAGER_IMAGES } from './manager-service.js';
 
 const cluster = sharedCluster();

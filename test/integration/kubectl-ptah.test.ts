@@ -11,8 +11,8 @@ import t from 'tap';
 import type { PtahMigrationApproval } from '../../src/shared/api/migration-kinds.js';
 import type { PtahSchemaApproval } from '../../src/shared/api/schema-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
-import { sharedCluster } from '../harness/cluster.js';
-import { REPO_ROOT } from '../harness/paths.js';
+import { sharedCluster } from '../../tools/stack/cluster.js';
+import { REPO_ROOT } from '../../tools/stack/paths.js';
 import { migrationWorld } from './migration-world.js';
 import { schemaWorld } from './schema-world.js';
 

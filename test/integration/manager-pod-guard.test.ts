@@ -5,8 +5,8 @@ import t from 'tap';
 import type { V1Pod } from '@kubernetes/client-node';
 import { EVIDENCE_FINALIZER } from '../../src/shared/job/metadata.js';
 import { restClient, type ResourceRef } from '../../src/shared/kube-client.js';
-import { sharedCluster, testNamespace } from '../harness/cluster.js';
-import { waitFor } from '../harness/wait.js';
+import { sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { installOperator } from './operator-install.js';
 
 const cluster = sharedCluster();

@@ -12,8 +12,8 @@ import { systemClock } from '../../src/shared/clock.js';
 import { createUncachedReader } from '../../src/shared/kube.js';
 import { ServingCertificate } from '../../src/shared/tls.js';
 import { buildServer, type ManagerImages } from '../../src/webhook/server.js';
-import { sharedCluster, type SharedCluster } from '../harness/cluster.js';
-import { registerWebhooks } from '../harness/webhooks.js';
+import { sharedCluster, type SharedCluster } from '../../tools/stack/cluster.js';
+import { registerWebhooks } from '../../tools/stack/webhooks.js';
 
 /** The manager release the service believes it is; Jobs a test builds for its claims record the same. */
 export const TEST_MANAGER_IMAGES: ManagerImages = {

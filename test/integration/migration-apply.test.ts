@@ -6,7 +6,7 @@ import t from 'tap';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, FINALIZERS, KINDS } from '../../src/shared/api/names.js';
 import { ApiError } from '../../src/shared/kube-client.js';
-import { sleep } from '../harness/wait.js';
+import { sleep } from '../../tools/stack/wait.js';
 import { jobsOf, migrationWorld } from './migration-world.js';
 
 const SAMPLE_FILES = {

@@ -11,8 +11,8 @@ import { registry } from '../../src/shared/metrics.js';
 import { restClient, type KubeClient } from '../../src/shared/kube-client.js';
 import { leaseNameFor } from '../../src/shared/realm.js';
 import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
-import { sharedCluster } from '../harness/cluster.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import { sharedCluster } from '../../tools/stack/cluster.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { jobsOf, MANAGER, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
 import { historyOf, isTerminal, jobRef, jobTerminal, readLease, renewedAt, sleepingSessions, slowFiles, startSlowApply, VERSIONS } from './slow-apply.js';
 

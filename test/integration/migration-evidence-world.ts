@@ -16,10 +16,10 @@ import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { RUNNER_CONTAINER } from '../../src/shared/job/build.js';
 import { registerResource, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
 import { encodeFrame, RUNNER_PROTOCOL_VERSION, type RunnerResult } from '../../src/shared/runner-protocol.js';
-import { sharedCluster } from '../harness/cluster.js';
-import { ContainerLog } from '../harness/kubelet/container-log.js';
-import { startLogServer } from '../harness/kubelet/log-server.js';
-import { waitFor } from '../harness/wait.js';
+import { sharedCluster } from '../../tools/stack/cluster.js';
+import { ContainerLog } from '../../tools/stack/kubelet/container-log.js';
+import { startLogServer } from '../../tools/stack/kubelet/log-server.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import type { MigrationWorld } from './migration-world.js';
 
 const ADMISSION = 'admissionregistration.k8s.io/v1';

@@ -11,8 +11,8 @@ import { podEnvelopeVerdict } from '../../src/shared/pod-envelope.js';
 import { encodeFrame, encodeSummary, parseResultFor, summaryFor } from '../../src/shared/runner-protocol.js';
 import { sha256Digest } from '../../src/shared/canonical.js';
 import { targetIdentityDigest } from '../../src/shared/target-identity.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import {
   framed, ghostNode, keepJobControllerFromApplyPods, logOf, podsOfJob, runResult, shellPod, templatePod, terminatePod, type GhostNode,
 } from './migration-evidence-world.js';

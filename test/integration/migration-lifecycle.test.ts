@@ -10,7 +10,7 @@ import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { KubeObject } from '../../src/shared/kube-client.js';
 import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { jobsOf, MANAGER, migrationWorld, WAIT_MS } from './migration-world.js';
 import { historyOf, isTerminal, jobRef, jobTerminal, readLease, renewedAt, sleepingSessions, startSlowApply, VERSIONS } from './slow-apply.js';
 

@@ -12,9 +12,9 @@ import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { placeholderLeaseEpoch } from '../../src/controller/claim-values.js';
 import { ApiError, restClient } from '../../src/shared/kube-client.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
-import { sharedCluster } from '../harness/cluster.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import { sharedCluster } from '../../tools/stack/cluster.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { FaultClient, type StepHook } from '../faults/fault-client.js';
 import {
   eventAbout,

@@ -7,8 +7,8 @@ import t, { type Test } from 'tap';
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { generatedIdentityLabels, JOB_ANNOTATIONS, JOB_LABELS } from '../../src/shared/job/metadata.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { eventAbout, jobsOf, leaseHolding, MANAGER, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
 import { historyOf, isTerminal, jobRef, jobTerminal, readLease, renewedAt, startSlowApply, VERSIONS, type RunningApply } from './slow-apply.js';
 

@@ -6,8 +6,8 @@ import t from 'tap';
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { ANNOTATIONS } from '../../src/shared/api/names.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { jobsOf, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
 
 const SLOW_SECONDS = 40;

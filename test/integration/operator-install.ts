@@ -9,10 +9,10 @@ import { pino, type Logger } from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { GROUP } from '../../src/shared/api/names.js';
 import type { KubeObject } from '../../src/shared/kube-client.js';
-import { sharedCluster, waitForCrdsEstablished } from '../harness/cluster.js';
-import { buildOrLocateBinaries } from '../harness/controlplane.js';
-import { applyManifestFile, crdManifestFiles } from '../harness/manifests.js';
-import { REPO_ROOT } from '../harness/paths.js';
+import { sharedCluster, waitForCrdsEstablished } from '../../tools/stack/cluster.js';
+import { buildOrLocateBinaries } from '../../tools/stack/controlplane.js';
+import { applyManifestFile, crdManifestFiles } from '../../tools/stack/manifests.js';
+import { REPO_ROOT } from '../../tools/stack/paths.js';
 
 const cluster = sharedCluster();
 export const FIELD_MANAGER = 'ptah-migration-test';

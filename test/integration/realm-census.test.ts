@@ -3,7 +3,7 @@
 // different coordination digests and would take two Leases. Once their readings name the same physical database,
 // both are Blocked RealmConflict before anything is applied; when one of them stops reaching it, the other applies.
 import t from 'tap';
-import { sleep } from '../harness/wait.js';
+import { sleep } from '../../tools/stack/wait.js';
 import { jobsOf, migrationWorld } from './migration-world.js';
 import { schemaJobsOf, schemaWorld } from './schema-world.js';
 

@@ -3,7 +3,7 @@
 // exactly one Observe and one Plan under the Apply's own Lease epoch. The database's own table is the witness.
 import type { V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
-import { sleep } from '../harness/wait.js';
+import { sleep } from '../../tools/stack/wait.js';
 import { schemaJobsOf, schemaWorld, watchSchemas } from './schema-world.js';
 import { blockedApply, PROOF_WAIT_MS, proofClaims } from './schema-slow-apply.js';
 

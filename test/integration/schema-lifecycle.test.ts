@@ -2,7 +2,7 @@
 // an additive change with a fresh approval (the old one goes Stale), a destructive change held Blocked.
 import t from 'tap';
 import { leaseNameFor } from '../../src/shared/realm.js';
-import { sleep } from '../harness/wait.js';
+import { sleep } from '../../tools/stack/wait.js';
 import { leaseHolding } from './migration-world.js';
 import { schemaJobsOf, schemaWorld } from './schema-world.js';
 

@@ -4,8 +4,8 @@
 import t, { type Test } from 'tap';
 import { ApiError, restClient } from '../../src/shared/kube-client.js';
 import type { PtahSchema } from '../../src/shared/api/schema-kinds.js';
-import { sharedCluster } from '../harness/cluster.js';
-import { sleep, waitFor } from '../harness/wait.js';
+import { sharedCluster } from '../../tools/stack/cluster.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { FIELD_MANAGER } from './operator-install.js';
 import { approvalConditionOf, approvalNamed, schemaJobsOf, schemaWorld, switchDesired, type SchemaWorld } from './schema-world.js';
 

@@ -5,8 +5,8 @@ import type { V1Job } from '@kubernetes/client-node';
 import pg from 'pg';
 import type { PtahSchema } from '../../src/shared/api/schema-kinds.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { waitFor } from '../harness/wait.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { leaseHolding } from './migration-world.js';
 import { switchDesired, WAIT_MS, type SchemaWorld } from './schema-world.js';
 

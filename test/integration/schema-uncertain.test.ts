@@ -4,7 +4,7 @@
 // own table shows that nothing was applied twice and nothing ran that was not approved.
 import type { V1Pod } from '@kubernetes/client-node';
 import t from 'tap';
-import { sleep } from '../harness/wait.js';
+import { sleep } from '../../tools/stack/wait.js';
 import { firstPlanAwaitingApproval, schemaJobsOf, schemaWorld, watchSchemas } from './schema-world.js';
 import { blockedApply, endWaitingWriters, PROOF_WAIT_MS, proofClaims, R1 } from './schema-slow-apply.js';
 

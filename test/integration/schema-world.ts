@@ -15,9 +15,9 @@ import type { PtahSchema, PtahSchemaApproval, PtahSchemaPlan } from '../../src/s
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { ApplyPolicy } from '../../src/shared/api/shapes.js';
 import { restClient, type KubeClient, type ResourceRef } from '../../src/shared/kube-client.js';
-import { bindApprovers, sharedCluster, testNamespace } from '../harness/cluster.js';
-import { createTestDatabase, sharedPostgresUrl, type TestDatabase } from '../harness/postgres.js';
-import { waitFor } from '../harness/wait.js';
+import { bindApprovers, sharedCluster, testNamespace } from '../../tools/stack/cluster.js';
+import { createTestDatabase, sharedPostgresUrl, type TestDatabase } from '../../tools/stack/postgres.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { startManagerService } from './manager-service.js';
 import { MANAGER, realmTarget, WAIT_MS, type WorldOptions } from './migration-world.js';
 import { FIELD_MANAGER, installOperator, sampleObjects, sampleOf, testLogger } from './operator-install.js';

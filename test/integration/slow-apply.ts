@@ -4,8 +4,8 @@ import type { V1Job, V1Lease } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
-import type { TestDatabase } from '../harness/postgres.js';
-import { waitFor } from '../harness/wait.js';
+import type { TestDatabase } from '../../tools/stack/postgres.js';
+import { waitFor } from '../../tools/stack/wait.js';
 import { WAIT_MS, type MigrationWorld } from './migration-world.js';
 
 /** Three files; the second sleeps `seconds` in the database, so the Apply can be acted on while it runs. */

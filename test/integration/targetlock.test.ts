@@ -2,7 +2,7 @@
 // takeover, release only by the holder under its epoch, and refusal of a foreign record it cannot judge.
 import t from 'tap';
 import type { V1Lease } from '@kubernetes/client-node';
-import { sharedCluster, testNamespace, type NamespaceOwner } from '../harness/cluster.js';
+import { sharedCluster, testNamespace, type NamespaceOwner } from '../../tools/stack/cluster.js';
 import { restClient } from '../../src/shared/kube-client.js';
 import type { Clock } from '../../src/shared/clock.js';
 import { digest } from '../../src/shared/canonical.js';

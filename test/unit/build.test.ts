@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t from 'tap';
-import { REPO_ROOT } from '../harness/paths.js';
+import { REPO_ROOT } from '../../tools/stack/paths.js';
 
 interface Exit {
   code: number | null;

@@ -35,7 +35,7 @@ export function sharedPostgresUrl(): string {
   if (!url) {
     throw new Error(
       `${TEST_PG_URL_ENV} is not set. Run the suite with \`npm test\` (it starts one PostgreSQL server for the run), ` +
-        `or start one yourself with \`npx tsx test/harness/postgres.ts\` and pass the ${TEST_PG_URL_ENV}=... line it prints ` +
+        `or start one yourself with \`npx tsx tools/stack/postgres.ts\` and pass the ${TEST_PG_URL_ENV}=... line it prints ` +
         `to \`npx tap\`.`,
     );
   }
