@@ -1,17 +1,17 @@
 // `npm run local`: the operator on a local control plane. Starts PostgreSQL, etcd, kube-apiserver,
-// kube-controller-manager and the fake kubelet (the test harness's stack), installs the CRDs, RBAC and admission
+// kube-controller-manager and the fake kubelet (tools/stack, which the tests run on too), installs the CRDs, RBAC and admission
 // policies, runs the manager as a child process with the manager's own identity, registers its webhooks with the
 // API server by URL, applies the sample PtahMigration against a fresh database, approves its plan as the approver
 // identity, and follows it until it converges. Ctrl-C (or SIGTERM) tears everything down. The manager and the
 // runner run from the compiled build (dist/) under plain node, as in production; it is brought up to date first.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, readFile, readdir, writeFile, copyFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile, copyFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { generateCertificates } from '../../certs/generate.js';
-import { applyManifestFile } from '../stack/manifests.js';
+import { applyManifestFile, crdManifestFiles } from '../stack/manifests.js';
 import { REPO_ROOT } from '../stack/paths.js';
 import { createTestDatabase } from '../stack/postgres.js';
 import { startStack, type Stack } from '../stack/stack.js';
@@ -69,7 +69,7 @@ async function run(stack: Stack): Promise<ChildProcess> {
   );
 
   const admin = stack.controlPlane.kubeConfig('admin');
-  for (const file of (await readdir(join(REPO_ROOT, 'manifests/crds'))).sort()) await applyManifestFile(admin, join('manifests/crds', file));
+  for (const file of await crdManifestFiles()) await applyManifestFile(admin, join('manifests/crds', file));
   await applyManifestFile(admin, 'manifests/rbac.yaml');
   await applyManifestFile(admin, 'manifests/status-write-policy.yaml');
   const client = await restClient(admin);
