@@ -268,6 +268,8 @@ t.test('manifests/rbac.yaml applies; the Deployment, Service, webhook configurat
         'validatingadmissionpolicybinding.admissionregistration.k8s.io/ptah-status-write-guard',
         'validatingadmissionpolicy.admissionregistration.k8s.io/ptah-unresolved-run-guard',
         'validatingadmissionpolicybinding.admissionregistration.k8s.io/ptah-unresolved-run-guard',
+        'validatingadmissionpolicy.admissionregistration.k8s.io/ptah-manager-pod-guard',
+        'validatingadmissionpolicybinding.admissionregistration.k8s.io/ptah-manager-pod-guard',
       ],
     },
   ];
