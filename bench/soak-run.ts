@@ -41,6 +41,11 @@ export interface SoakOptions {
   reviseEveryMs: readonly [number, number];
   /** A migration's unresolved run standing this long is acknowledged, as a person would after checking. */
   acknowledgeAfterMs: number;
+  /**
+   * Chaos goes on past `minutes`, up to this many minutes in all, until an Apply Pod has been deleted: on a loaded
+   * machine a short soak can end before any Apply ran, and then it judged nothing.
+   */
+  atMostMinutesForAPodKill?: number;
   faults: FaultRates;
   log(line: string): void;
 }
@@ -350,6 +355,8 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
 
   const chaosStarted = Date.now();
   await sleep(options.minutes * 60_000);
+  const podKills = () => injected.podKills.graceZero + injected.podKills.graceful;
+  while (podKills() === 0 && Date.now() - chaosStarted < (options.atMostMinutesForAPodKill ?? 0) * 60_000) await sleep(1_000);
   chaos = false;
   for (const cw of Object.values(worlds)) cw.proxy.injectFaults(undefined);
   const chaosSeconds = Math.round((Date.now() - chaosStarted) / 1000);

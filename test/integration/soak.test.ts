@@ -7,7 +7,7 @@ import { runSoak, SOAK_DEFAULTS } from '../../bench/soak-run.js';
 t.test('a short soak: no operation applied twice, no overlap, no Lease released under a running Pod; chaos injected', async (tt) => {
   const report = await runSoak(tt, {
     ...SOAK_DEFAULTS,
-    minutes: 1.25, resources: 4, databases: 2, drainMinutes: 1.25, seed: 9,
+    minutes: 1.25, atMostMinutesForAPodKill: 4, resources: 4, databases: 2, drainMinutes: 1.25, seed: 9,
     killEveryMs: [15_000, 30_000], downMs: [1_000, 4_000], podKillEveryMs: [10_000, 20_000], reviseEveryMs: [40_000, 60_000], acknowledgeAfterMs: 30_000,
     log: (line) => tt.comment(line),
   });
