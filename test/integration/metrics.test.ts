@@ -143,7 +143,7 @@ t.test('the manager\'s /metrics reports resources, Job outcomes, an unresolved r
   const run = recorded.status!.unresolvedRun!;
   t.equal(run.outcome, 'Unknown', 'fixture: the run is Unknown');
   const owed = await scrapeUntil('the unresolved run', (s) => value(s, 'ptah_operator_unresolved_runs', fam) === 1);
-  t.pass('the unresolved-run gauge is 1 while the run waits for a person');
+  t.equal(value(owed, 'ptah_operator_unresolved_runs', fam), 1, 'the unresolved-run gauge is 1 while the run waits for a person');
   t.equal(value(owed, 'ptah_operator_job_outcomes_total', { family: fam.family, operation: 'Apply', outcome: 'Unknown' }), 1, 'the deleted Job counted as Unknown');
   t.equal(value(owed, 'ptah_operator_job_outcomes_total', { family: fam.family, operation: 'Apply', outcome: 'Applied' }), 1, 'the earlier Applied stays counted once');
   t.equal(value(owed, 'ptah_operator_resources', { ...fam, phase: 'Blocked' }), 1, 'the blocked resource is counted Blocked');
@@ -151,8 +151,8 @@ t.test('the manager\'s /metrics reports resources, Job outcomes, an unresolved r
 
   await w.acknowledge('slow', run.operationID);
   await w.waitFor('slow', 'settled by the acknowledgment', (m) => (!m.status?.unresolvedRun && m.status?.resolvedRun?.operationID === run.operationID ? m : undefined));
-  await scrapeUntil('the settled run', (s) => value(s, 'ptah_operator_unresolved_runs', fam) === 0);
-  t.pass('the unresolved-run gauge is 0 once the run is acknowledged');
+  const settled = await scrapeUntil('the settled run', (s) => value(s, 'ptah_operator_unresolved_runs', fam) === 0);
+  t.equal(value(settled, 'ptah_operator_unresolved_runs', fam), 0, 'the unresolved-run gauge is 0 once the run is acknowledged');
 
   // A deleted resource leaves the gauges at the next scrape; nothing but the cache could have told them.
   await w.admin.delete(w.ref('PtahMigration', 'orders'));
