@@ -42,10 +42,11 @@ export interface SoakOptions {
   /** A migration's unresolved run standing this long is acknowledged, as a person would after checking. */
   acknowledgeAfterMs: number;
   /**
-   * Chaos goes on past `minutes`, up to this many minutes in all, until an Apply Pod has been deleted: on a loaded
-   * machine a short soak can end before any Apply ran, and then it judged nothing.
+   * Chaos goes on past `minutes`, up to `atMostMinutes` in all, until this many Apply Pods were deleted and this many
+   * executions are recorded in the databases: on a loaded machine a short soak can end before enough ran, and then
+   * it judged nothing.
    */
-  atMostMinutesForAPodKill?: number;
+  chaosUntil?: { podKills: number; executions: number; atMostMinutes: number };
   faults: FaultRates;
   log(line: string): void;
 }
@@ -353,10 +354,31 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
     }
   }, () => running);
 
+  /** What each database recorded of the executions on it: the witness every count is taken from. */
+  const databaseRecords = async (): Promise<DatabaseRecord[]> => {
+    const records: DatabaseRecord[] = [];
+    for (const d of databases) {
+      const history = d.family === 'migration'
+        ? (await mw.sql<{ seq: string; version: string; operation_id: string; started_at: Date; finished_at: Date | null }>(d.db,
+          'SELECT seq, version, operation_id, started_at, finished_at FROM ptah_migrations.history ORDER BY seq').catch(() => []))
+          .map((r) => ({ seq: Number(r.seq), version: r.version, operationId: r.operation_id, startedAt: r.started_at, finishedAt: r.finished_at }))
+        : [];
+      const schemaApplies = d.family === 'schema'
+        ? (await sw.sql<{ seq: string; operation_id: string; started_at: Date | null; applied_at: Date }>(d.db,
+          'SELECT seq, operation_id, started_at, applied_at FROM ptah_migrations.schema_applies ORDER BY seq').catch(() => []))
+          .map((r) => ({ seq: Number(r.seq), operationId: r.operation_id, startedAt: r.started_at, appliedAt: r.applied_at }))
+        : [];
+      records.push({ database: d.db.name, realm: d.realm, history, schemaApplies });
+    }
+    return records;
+  };
+
   const chaosStarted = Date.now();
   await sleep(options.minutes * 60_000);
-  const podKills = () => injected.podKills.graceZero + injected.podKills.graceful;
-  while (podKills() === 0 && Date.now() - chaosStarted < (options.atMostMinutesForAPodKill ?? 0) * 60_000) await sleep(1_000);
+  const until = options.chaosUntil;
+  const enough = async () => !until || (injected.podKills.graceZero + injected.podKills.graceful >= until.podKills &&
+    (await databaseRecords().catch(() => [])).flatMap((r) => executionsOf(r).executions).length >= until.executions);
+  while (Date.now() - chaosStarted < (until?.atMostMinutes ?? 0) * 60_000 && !(await enough())) await sleep(2_000);
   chaos = false;
   for (const cw of Object.values(worlds)) cw.proxy.injectFaults(undefined);
   const chaosSeconds = Math.round((Date.now() - chaosStarted) / 1000);
@@ -393,20 +415,7 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
   const drainSeconds = Math.round((Date.now() - drainStarted) / 1000);
 
   // ---- the counts ----
-  const records: DatabaseRecord[] = [];
-  for (const d of databases) {
-    const history = d.family === 'migration'
-      ? (await mw.sql<{ seq: string; version: string; operation_id: string; started_at: Date; finished_at: Date | null }>(d.db,
-        'SELECT seq, version, operation_id, started_at, finished_at FROM ptah_migrations.history ORDER BY seq').catch(() => []))
-        .map((r) => ({ seq: Number(r.seq), version: r.version, operationId: r.operation_id, startedAt: r.started_at, finishedAt: r.finished_at }))
-      : [];
-    const schemaApplies = d.family === 'schema'
-      ? (await sw.sql<{ seq: string; operation_id: string; started_at: Date | null; applied_at: Date }>(d.db,
-        'SELECT seq, operation_id, started_at, applied_at FROM ptah_migrations.schema_applies ORDER BY seq').catch(() => []))
-        .map((r) => ({ seq: Number(r.seq), operationId: r.operation_id, startedAt: r.started_at, appliedAt: r.applied_at }))
-      : [];
-    records.push({ database: d.db.name, realm: d.realm, history, schemaApplies });
-  }
+  const records = await databaseRecords();
   const twice = appliedTwice(records);
   const overlapping = overlaps(records);
 

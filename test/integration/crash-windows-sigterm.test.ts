@@ -35,9 +35,11 @@ interface Interrupted {
   cw: CrashWorld;
   r: RunningApply;
   settled: PtahMigration;
-  /** The versions of the Apply's Pods and of the realm Lease the watches saw. */
-  pods: V1Pod[];
-  leases: V1Lease[];
+  /** The first version of the Apply's Pod the watch saw with its runner terminated, if it saw one in 30 s. */
+  stopped: V1Pod | undefined;
+  /** The versions of the Apply's Pods and of the realm Lease the watches have seen so far (they go on watching). */
+  pods(): V1Pod[];
+  leases(): V1Lease[];
 }
 
 /** A slow Apply whose one Pod is deleted with `gracePeriodSeconds` while it sleeps in 0002; returns once the run is settled. */
@@ -56,21 +58,23 @@ async function interruptedApply(tt: Test, gracePeriodSeconds?: number): Promise<
   const settled = await w.waitFor(NAME, 'the interrupted run to be settled', (m) => (m.status?.activeOperation?.id !== r.claim.id ? m : undefined), WAIT_MS);
   tt.comment(`recorded: ${settled.status?.lastRun?.outcome} (${settled.status?.lastRun?.message})`);
   const leaseName = leaseNameFor(r.claim.coordinationDigest!);
+  const pods = () => podVersions.filter((p) => p.metadata?.labels?.['job-name'] === r.claim.jobName);
+  // The manager read the runner's end from the Pod before it settled; this watch's event of it may come later.
+  const stopped = await waitFor(async () => pods().find((p) => runnerTerminated(p) !== undefined),
+    { what: "the Pod's runner to be seen stopped", timeoutMs: 30_000 }).catch(() => undefined);
   return {
-    cw, r, settled,
-    pods: podVersions.filter((p) => p.metadata?.labels?.['job-name'] === r.claim.jobName),
-    leases: leaseVersions.filter((l) => l.metadata?.name === leaseName),
+    cw, r, settled, stopped, pods,
+    leases: () => leaseVersions.filter((l) => l.metadata?.name === leaseName),
   };
 }
 
 /** What holds whatever the runner managed to report: nothing ran twice, the realm waited for the Pod, the Pod is let go of. */
 async function neverRunAgain(tt: Test, run: Interrupted): Promise<void> {
-  const { cw, r, pods, leases } = run;
-  tt.same([...new Set(pods.map((p) => p.metadata?.uid))], r.pods, 'no second Pod ever ran the Apply');
+  const { cw, r, pods, leases, stopped } = run;
+  tt.same([...new Set(pods().map((p) => p.metadata?.uid))], r.pods, 'no second Pod ever ran the Apply');
   tt.same(jobsOf(cw.w, 'apply', NAME).map((j) => j.metadata?.uid), [r.claim.jobUID], 'no other Apply Job was ever created');
-  const stopped = pods.find((p) => runnerTerminated(p) !== undefined);
-  // The release follows the status write the settled run was read from.
-  const released = await waitFor(async () => leases.find((l) => revision(l) > revision(leases[0]) && !l.spec?.holderIdentity),
+  // The release follows the status write the settled run was read from; its watch event may come later still.
+  const released = await waitFor(async () => leases().find((l) => revision(l) > revision(leases()[0]) && !l.spec?.holderIdentity),
     { what: 'the realm Lease to be released', timeoutMs: 30_000 }).catch(() => undefined);
   tt.ok(stopped && released && revision(released) > revision(stopped),
     `the realm Lease was released (revision ${revision(released)}) only after the Pod's runner had stopped (revision ${revision(stopped)})`);
@@ -86,7 +90,7 @@ t.test('a graceful delete (SIGTERM): the run is recorded Partial exactly as far 
   tt.same(applied, ['0001'], 'the database holds the first version only: the second was rolled back when the executor stopped');
   tt.equal(outcomeOf(settled, r.claim.id), 'Partial', 'the run is recorded Partial');
   tt.same(settled.status?.lastRun?.appliedVersions, ['0001'], 'the record names exactly what the database holds');
-  const runner = runnerTerminated(run.pods.find((p) => runnerTerminated(p))!);
+  const runner = run.stopped && runnerTerminated(run.stopped);
   tt.comment(`the runner's termination summary: ${runner?.message?.slice(0, 400)}`);
   tt.equal(runner?.exitCode, 0, 'the runner framed its result before it exited');
   await neverRunAgain(tt, run);
@@ -99,6 +103,7 @@ t.test('a delete with grace 0 (SIGKILL): the run left no report, so it is record
   tt.same(applied, ['0001'], 'the database holds the first version: what committed before the kill stays');
   tt.equal(outcomeOf(settled, r.claim.id), 'Unknown', 'a run that reported nothing is Unknown');
   tt.same(settled.status?.lastRun?.appliedVersions, [], 'and the record claims no version it has no report of');
-  tt.not(runnerTerminated(run.pods.find((p) => runnerTerminated(p))!)?.exitCode, 0, 'the runner was killed before it could frame');
+  const runner = run.stopped && runnerTerminated(run.stopped);
+  tt.ok(runner && runner.exitCode !== 0, `the runner was killed before it could frame (exit code ${runner?.exitCode})`);
   await neverRunAgain(tt, run);
 });
