@@ -75,7 +75,8 @@ function problemWith(answer: Answer, uid: string, expectAllowed: boolean): strin
 /** Nearest-rank percentile of sorted values. */
 const percentile = (sorted: Float64Array, p: number): number => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 
-export async function runLoad(job: LoadJob): Promise<LoadResult> {
+/** `onTimed` is called as the timed requests start (the parent then starts counting its CPU time). */
+export async function runLoad(job: LoadJob, onTimed: () => void = () => {}): Promise<LoadResult> {
   const url = new URL(job.url);
   const agent = new https.Agent({ keepAlive: true, maxSockets: job.connections, ca: job.ca });
   const [head, ...tail] = job.body.split(job.uidToken);
@@ -111,6 +112,7 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   try {
     await phase(job.warmup);
     const latencies = new Float64Array(job.requests);
+    onTimed();
     const start = process.hrtime.bigint();
     await phase(job.requests, latencies);
     const seconds = Number(process.hrtime.bigint() - start) / 1e9;
@@ -129,14 +131,15 @@ export async function runLoad(job: LoadJob): Promise<LoadResult> {
   }
 }
 
-// As a forked child: one job in over IPC, one result (or an error message) out, then exit.
+// As a forked child: one job in over IPC, a note when the timed requests start, one result (or an error message)
+// out, then exit.
 if (process.send) {
   process.once('message', (job: LoadJob) => {
     const deadline = setTimeout(() => {
       console.error(`load client: not finished after ${job.deadlineMs} ms; giving up`);
       process.exit(2);
     }, job.deadlineMs);
-    runLoad(job).then(
+    runLoad(job, () => process.send!({ timed: true })).then(
       (result) => process.send!({ result }, () => process.exit(0)),
       (e: Error) => process.send!({ error: e.message }, () => process.exit(1)),
     );

@@ -10,8 +10,9 @@ import Fastify from 'fastify';
 import { WEBHOOK_PATHS } from '../src/shared/api/webhooks.js';
 import type { AdmissionReview } from '../src/webhook/admission.js';
 import { BODY_LIMIT } from '../src/webhook/server.js';
-import { MANAGER, harness, review } from '../test/harness/webhook.js';
-import { JOB_UID, install, world } from '../test/harness/webhook-world.js';
+import { harness } from '../test/harness/webhook.js';
+import { install, world } from '../test/harness/webhook-world.js';
+import { jobCreateReview } from '../test/unit/job-create-review.js';
 import type { LoadJob, LoadResult } from './load.js';
 
 const ROUTE = WEBHOOK_PATHS.controllerWrite;
@@ -47,31 +48,31 @@ function options(): Options {
  * The manager's CREATE of the Job a schema Apply claim builds (the costliest create: owner and plan are read and
  * the Job rebuilt), or with --denied the same Job under a name no claim reserves (refused after the owner read).
  */
-function jobCreateReview(denied: boolean) {
+function jobCreate(denied: boolean) {
   const w = world('schema', 'Apply');
-  // The API server has assigned the UID by the time validating admission sees a create.
-  const job = { ...w.job, metadata: { ...w.job.metadata, uid: JOB_UID, ...(denied ? { name: 'ptah-unclaimed-job' } : {}) } };
-  const body = review({
-    operation: 'CREATE',
-    kind: { group: 'batch', version: 'v1', kind: 'Job' },
-    resource: { group: 'batch', version: 'v1', resource: 'jobs' },
-    namespace: job.metadata.namespace,
-    name: job.metadata.name,
-    object: job,
-    userInfo: { username: MANAGER, groups: ['system:serviceaccounts'] },
-    uid: UID_TOKEN,
-  });
+  const body = jobCreateReview(w, { uid: UID_TOKEN, ...(denied ? { name: 'ptah-unclaimed-job' } : {}) });
   return { world: w, body: JSON.stringify(body) };
 }
 
+/** What one target's load measured, and the CPU time this process (the servers) spent during its timed requests. */
+interface Measured extends LoadResult {
+  cpuMicros: number;
+}
+
 /** Runs one load job in a fresh child process and returns what it measured. */
-function measure(job: LoadJob): Promise<LoadResult> {
+function measure(job: LoadJob): Promise<Measured> {
   return new Promise((resolve, reject) => {
     const child = fork(new URL('./load.ts', import.meta.url), { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     let answered = false;
-    child.once('message', (m: { result?: LoadResult; error?: string }) => {
+    let cpuAtStart: NodeJS.CpuUsage | undefined;
+    child.on('message', (m: { timed?: true; result?: LoadResult; error?: string }) => {
+      if (m.timed) {
+        cpuAtStart = process.cpuUsage();
+        return;
+      }
       answered = true;
-      if (m.result) resolve(m.result);
+      const cpu = process.cpuUsage(cpuAtStart);
+      if (m.result) resolve({ ...m.result, cpuMicros: cpu.user + cpu.system });
       else reject(new Error(`the load client failed: ${m.error}`));
     });
     child.once('error', reject);
@@ -83,11 +84,13 @@ function measure(job: LoadJob): Promise<LoadResult> {
 }
 
 const ms = (x: number) => x.toFixed(2).padStart(8);
+/** The servers' CPU time (user + system, every thread of this process) per timed request, microseconds. */
+const cpuPerRequest = (m: Measured) => m.cpuMicros / m.requests;
 const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
 
 async function main(): Promise<void> {
   const opts = options();
-  const { world: w, body } = jobCreateReview(opts.denied);
+  const { world: w, body } = jobCreate(opts.denied);
 
   const webhook = await harness(); // the real buildServer over a freshly generated certificate, MemoryReader inside
   install(webhook.reader, w);
@@ -110,14 +113,16 @@ async function main(): Promise<void> {
     console.log(`Job CREATE admission, ${opts.denied ? 'denied (a Job no claim names)' : 'allowed (the Job a schema Apply claim names)'}; body ${Buffer.byteLength(body)} bytes`);
     console.log(`node ${process.version}, ${cpus().length} CPUs, loadavg ${load()}`);
     console.log(`${opts.connections} keep-alive connections, ${opts.warmup} warm-up + ${opts.requests} timed requests per target\n`);
-    console.log('target      req/s   p50 ms   p90 ms   p99 ms  errors');
+    console.log('target      req/s   p50 ms   p90 ms   p99 ms  errors  server CPU us/req');
 
-    const results = new Map<string, LoadResult>();
+    const results = new Map<string, Measured>();
     for (const target of targets) {
       const result = await measure({ ...base, url: target.url, expectAllowed: target.expectAllowed });
       results.set(target.name, result);
       const rps = result.requests / result.seconds;
-      console.log(`${target.name.padEnd(8)} ${rps.toFixed(0).padStart(8)} ${ms(result.p50)} ${ms(result.p90)} ${ms(result.p99)} ${String(result.errors).padStart(7)}`);
+      console.log(
+        `${target.name.padEnd(8)} ${rps.toFixed(0).padStart(8)} ${ms(result.p50)} ${ms(result.p90)} ${ms(result.p99)} ${String(result.errors).padStart(7)} ${cpuPerRequest(result).toFixed(0).padStart(18)}`,
+      );
       for (const sample of result.errorSamples) console.log(`  error: ${sample}`);
       if (result.errors > 0) process.exitCode = 1;
     }
@@ -125,7 +130,7 @@ async function main(): Promise<void> {
     const b = results.get('bare')!;
     const h = results.get('webhook')!;
     const throughput = b.seconds / h.seconds; // same request count, so the ratio of requests/s
-    console.log(`\nwebhook/bare: throughput ${throughput.toFixed(3)}x, p99 ${(h.p99 / b.p99).toFixed(2)}x`);
+    console.log(`\nwebhook/bare: throughput ${throughput.toFixed(3)}x, p99 ${(h.p99 / b.p99).toFixed(2)}x, server CPU per request ${(cpuPerRequest(h) / cpuPerRequest(b)).toFixed(2)}x`);
     console.log(`uncached reads served per webhook request: ${(webhook.reader.reads.length / (opts.warmup + opts.requests)).toFixed(2)}`);
     console.log(`loadavg after: ${load()}`);
   } finally {

@@ -105,55 +105,47 @@ export const ADMISSION_REVIEW_SCHEMA = {
  */
 export const MAX_REVIEW_DEPTH = 100;
 
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 
-interface Visit {
-  value: unknown;
-  parent?: Visit;
-  key?: string | number;
-  depth: number;
-}
-
 /** `request.object.metadata.annotations["a/b"]`, built only when a value is refused. */
-function pathOf(visit: Visit): string {
-  const parts: string[] = [];
-  for (let v: Visit | undefined = visit; v?.parent; v = v.parent) {
-    const key = v.key!;
-    parts.push(typeof key === 'number' ? `[${key}]` : IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
-  }
-  return parts.reverse().join('').replace(/^\./, '') || 'the body';
+function pathOf(keys: readonly (string | number)[]): string {
+  const parts = keys.map((key) => (typeof key === 'number' ? `[${key}]` : IDENTIFIER.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`));
+  return parts.join('').replace(/^\./, '') || 'the body';
 }
 
 /**
  * The first value in a decoded body that no API server sends, named by its path: a number beyond JSON's range
  * (1e400 decodes to Infinity), a string or property name holding a lone UTF-16 surrogate, or nesting deeper than
  * MAX_REVIEW_DEPTH. The API server decodes every object into Go values first, so none of these comes from it;
- * refusing them here keeps them out of every judge. One pass over the body, without recursion.
+ * refusing them here keeps them out of every judge. One pass over the body in document order, an object's
+ * property names before its values; the depth bound also bounds the recursion.
  */
 export function unsendableValue(body: unknown): string | undefined {
-  const stack: Visit[] = [{ value: body, depth: 0 }];
-  while (stack.length > 0) {
-    const visit = stack.pop()!;
-    const { value, depth } = visit;
-    if (typeof value === 'number') {
-      if (!Number.isFinite(value)) return `${pathOf(visit)} is a number JSON cannot hold (${value})`;
-    } else if (typeof value === 'string') {
-      if (LONE_SURROGATE.test(value)) return `${pathOf(visit)} holds a lone UTF-16 surrogate`;
-    } else if (typeof value === 'object' && value !== null) {
-      if (depth === MAX_REVIEW_DEPTH) return `${pathOf(visit)} nests more than ${MAX_REVIEW_DEPTH} levels deep`;
-      // Pushed in reverse, so the first problem in document order is the one named.
-      if (Array.isArray(value)) {
-        for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], parent: visit, key: i, depth: depth + 1 });
-      } else {
-        const keys = Object.keys(value);
-        for (let i = keys.length - 1; i >= 0; i--) {
-          const key = keys[i]!;
-          if (LONE_SURROGATE.test(key)) return `${pathOf(visit)} holds a property name with a lone UTF-16 surrogate`;
-          stack.push({ value: (value as Record<string, unknown>)[key], parent: visit, key, depth: depth + 1 });
-        }
-      }
+  return unsendableIn(body, []);
+}
+
+/** unsendableValue of `value`, found at `keys` (the path, extended and restored as the walk goes). */
+function unsendableIn(value: unknown, keys: (string | number)[]): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${pathOf(keys)} is a number JSON cannot hold (${value})`;
+  if (typeof value === 'string') return value.isWellFormed() ? undefined : `${pathOf(keys)} holds a lone UTF-16 surrogate`;
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (keys.length === MAX_REVIEW_DEPTH) return `${pathOf(keys)} nests more than ${MAX_REVIEW_DEPTH} levels deep`;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      keys.push(i);
+      const problem = unsendableIn(value[i], keys);
+      if (problem) return problem;
+      keys.pop();
     }
+    return undefined;
+  }
+  const names = Object.keys(value);
+  for (const name of names) if (!name.isWellFormed()) return `${pathOf(keys)} holds a property name with a lone UTF-16 surrogate`;
+  for (const name of names) {
+    keys.push(name);
+    const problem = unsendableIn((value as Record<string, unknown>)[name], keys);
+    if (problem) return problem;
+    keys.pop();
   }
   return undefined;
 }
@@ -217,11 +209,19 @@ export const notFound = (message: string): Denial => ({ allowed: false, code: 40
 /** Something this webhook needed failed (an API read): 500, which the API server treats as a refusal. */
 export const internalError = (message: string): Denial => ({ allowed: false, code: 500, reason: 'InternalError', message });
 
-/** Thrown by a judge to end with a denial; the route catches it. */
+/**
+ * Thrown by a judge to end with a denial; the route catches it. It is an answer, not a failure: nothing reads its
+ * stack, so none is captured (that took several µs of every refused request).
+ */
 export class Refusal extends Error {
   override name = 'Refusal';
-  constructor(readonly verdict: Denial) {
+  readonly verdict: Denial;
+  constructor(verdict: Denial) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(verdict.message);
+    Error.stackTraceLimit = limit;
+    this.verdict = verdict;
   }
 }
 

@@ -30,7 +30,7 @@ import {
   OWNER_KIND,
 } from './metadata.js';
 import { isMutatingOperation, runnerOperationFor } from './operations.js';
-import { storedShape, toPlain } from './plain.js';
+import { jsonEqual, storedShape, toPlain } from './plain.js';
 
 export const RUNNER_CONTAINER = 'runner';
 export const RUNNER_COMMAND = '/usr/local/bin/ptah-runner';
@@ -377,7 +377,7 @@ function checkReferences(input: OperationJobInput, runnerOperation: RunnerOperat
       if (e instanceof PlanStoreError) throw new JobBuildError('InvalidBinding', `the plan's chunks: ${e.message}`);
       throw e;
     }
-    if (canonicalJson(names) !== canonicalJson(expected)) {
+    if (!jsonEqual(names, expected)) {
       throw new JobBuildError('InvalidBinding', `the plan's chunk names are not ${expected.join(', ')}`);
     }
   }

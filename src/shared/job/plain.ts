@@ -122,14 +122,14 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
  * array item, the depth bound) checked on both sides as the walk compares. False means "not shown equal".
  */
 export function shownCanonicallyEqual(a: unknown, b: unknown, depth = 0): boolean {
+  // Strings first: most of what a Kubernetes object holds.
+  if (typeof a === 'string') return a === b && a.isWellFormed();
   if (a === null) return b === null;
   switch (typeof a) {
     case 'boolean':
       return a === b;
     case 'number':
       return a === b && Number.isFinite(a);
-    case 'string':
-      return a === b && a.isWellFormed();
     case 'object': {
       if (typeof b !== 'object' || b === null || depth === MAX_CANONICAL_DEPTH) return false;
       if (Array.isArray(a)) {
@@ -145,6 +145,7 @@ export function shownCanonicallyEqual(a: unknown, b: unknown, depth = 0): boolea
       if (Array.isArray(b) || !isPlainPrototype(a) || !isPlainPrototype(b)) return false;
       const left = a as Record<string, unknown>;
       const right = b as Record<string, unknown>;
+      const rightKeys = Object.keys(right);
       let keys = 0;
       for (const key of Object.keys(left)) {
         const x = left[key];
@@ -153,7 +154,9 @@ export function shownCanonicallyEqual(a: unknown, b: unknown, depth = 0): boolea
         // hasOwn: an inherited member of `b` (`constructor`, `__proto__`) is not a property it has.
         if (!key.isWellFormed() || !Object.hasOwn(right, key) || !shownCanonicallyEqual(x, right[key], depth + 1)) return false;
       }
-      for (const key of Object.keys(right)) if (right[key] !== undefined) keys--;
+      // Each of those keys is one of b's, with a value (only a value equals one): as many means no other.
+      if (keys === rightKeys.length) return true;
+      for (const key of rightKeys) if (right[key] !== undefined) keys--;
       return keys === 0;
     }
     default:
@@ -205,11 +208,4 @@ export function firstDifference(a: unknown, b: unknown, path = ''): string | und
     }
   }
   return path || '(the whole value)';
-}
-
-declare global {
-  interface String {
-    /** ES2024 (Node 20 has it): false when the string holds a lone UTF-16 surrogate. The project's lib is ES2023. */
-    isWellFormed(): boolean;
-  }
 }
