@@ -31,7 +31,7 @@ async function main(): Promise<void> {
   enableDefaultMetrics();
 
   const kubeConfig = loadKubeConfig(config.kubeconfig);
-  logger.info({ server: kubeConfig.getCurrentCluster()?.server }, 'API server');
+  logger.info({ server: kubeConfig.getCurrentCluster().server, kubeconfig: kubeConfig.source }, 'API server');
   const reader = createUncachedReader(kubeConfig, config.readTimeoutMs);
 
   let certDir = config.certDir;

@@ -6,8 +6,7 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { KubeConfig } from '@kubernetes/client-node';
-import { loadKubeConfig } from '../shared/kube.js';
+import { KubeConfig } from '@kubernetes/client-node';
 import { ApiError, restClient } from '../shared/kube-client.js';
 import { acknowledgeCommand, approveCommand, CliError, explainCommand, planCommand, statusCommand, type Context } from './commands.js';
 
@@ -39,13 +38,22 @@ const defaultIo: RunIo = {
   err: (line) => process.stderr.write(`${line}\n`),
 };
 
-/** The caller's kubeconfig (shared with the manager's loader); a failure to load it is the caller's to fix. */
+/**
+ * The caller's kubeconfig, through client-node rather than the manager's loader: a person's kubeconfig often
+ * authenticates with an exec plugin or an auth provider (EKS, GKE, OIDC), which only client-node runs. kubectl-ptah
+ * is a short-lived process, so client-node's memory (the manager's reason to drop it) does not matter here.
+ */
 function callerKubeConfig(file: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  const named = file ? ` ${file}` : '';
   try {
-    return loadKubeConfig(file);
+    if (file) kc.loadFromFile(file);
+    else kc.loadFromDefault();
   } catch (e) {
-    throw new CliError((e as Error).message);
+    throw new CliError(`cannot load the kubeconfig${named}: ${(e as Error).message}`);
   }
+  if (!kc.getCurrentCluster()) throw new CliError(`the kubeconfig${named} names no current cluster; pass --kubeconfig`);
+  return kc;
 }
 
 /** Runs one invocation; returns the exit code instead of exiting so tests can call it in-process. */

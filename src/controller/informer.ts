@@ -16,15 +16,16 @@
 import http from 'node:http';
 import https from 'node:https';
 import { createInterface } from 'node:readline';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { countApiRequest } from '../shared/api-request-metrics.js';
 import { ApiError, resourcePath, type KubeObject } from '../shared/kube-client.js';
+import type { ClusterAccess } from '../shared/kubeconfig.js';
 import { systemTimerClock, type TimerClock } from './clock.js';
 import { keyOf, type EventHandler, type EventSource, type ObjectEvent } from './controller.js';
 import { informerMetrics, type ListReason, type WatchReason } from './metrics.js';
 
 export interface InformerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: ClusterAccess;
   /** A kind registered with src/shared/kube-client (apiVersion + kind resolve to the resource path). */
   apiVersion: string;
   kind: string;
@@ -362,8 +363,22 @@ export class Informer<T extends KubeObject> implements EventSource<T> {
     }
   }
 
-  /** Sends a GET with the kubeconfig's credentials; resolves with the response once its headers arrive. */
+  /**
+   * Sends a GET (a LIST page or a WATCH) with the kubeconfig's credentials; resolves with the response once its
+   * headers arrive. Counted once, by the status of those headers, or as an error when none came.
+   */
   private async open(path: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+    let answered: number | undefined;
+    try {
+      const res = await this.request(path, signal);
+      answered = res.statusCode;
+      return res;
+    } finally {
+      countApiRequest('GET', path, answered);
+    }
+  }
+
+  private async request(path: string, signal: AbortSignal): Promise<http.IncomingMessage> {
     const server = this.opts.kubeConfig.getCurrentCluster()?.server;
     if (!server) throw new Error('the kubeconfig has no current cluster');
     const url = new URL(server.replace(/\/+$/, '') + path);

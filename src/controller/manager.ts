@@ -3,9 +3,9 @@
 // them to sync, then starts the workers; losing the Lease (or shutting down) stops the workers first, waits for
 // passes in flight, then stops the informers, and only after that is the Lease released, so two replicas never
 // reconcile at once by our own hand. Every replica keeps serving webhooks; that is not this module's business.
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeClient, KubeObject } from '../shared/kube-client.js';
+import type { ClusterAccess } from '../shared/kubeconfig.js';
 import type { Controller } from './controller.js';
 import { EventRecorder } from './events.js';
 import { Informer, type InformerOptions } from './informer.js';
@@ -52,7 +52,7 @@ export function registerController(registration: ControllerRegistration): () => 
 }
 
 export interface ManagerDeps {
-  kubeConfig: KubeConfig;
+  kubeConfig: ClusterAccess;
   client: KubeClient;
   logger: Logger;
   /** Where the manager's Lease lives, and its name. */

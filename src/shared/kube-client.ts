@@ -3,8 +3,10 @@
 // webhook speak only this interface, so tests can wrap it with faults and the production path has no cache to
 // mistake for the truth.
 import https from 'node:https';
-import { KubeConfig, type V1ObjectMeta } from '@kubernetes/client-node';
+import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { API_VERSION, KINDS } from './api/names.js';
+import { countApiRequest } from './api-request-metrics.js';
+import type { ClusterAccess } from './kubeconfig.js';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -144,7 +146,7 @@ export interface RestClientOptions {
 }
 
 /** The production KubeClient: plain HTTPS requests with the kubeconfig's credentials. */
-export async function restClient(kubeConfig: KubeConfig, options: RestClientOptions = {}): Promise<KubeClient> {
+export async function restClient(kubeConfig: ClusterAccess, options: RestClientOptions = {}): Promise<KubeClient> {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('kube-client: the kubeconfig has no current cluster');
   const server = new URL(cluster.server);
@@ -158,7 +160,17 @@ export async function restClient(kubeConfig: KubeConfig, options: RestClientOpti
   const timeoutMs = options.timeoutMs ?? 30_000;
   const fieldManager = options.fieldManager ?? 'ptah-operator';
 
+  /** One request, counted once: by the status the API server answered, or as an error when no answer came. */
   async function send(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<{ code: number; text: string }> {
+    let answered: number | undefined;
+    try {
+      return await exchange(method, path, body, contentType, (code) => (answered = code));
+    } finally {
+      countApiRequest(method, path, answered);
+    }
+  }
+
+  async function exchange(method: string, path: string, body: unknown, contentType: string, onStatus: (code: number) => void): Promise<{ code: number; text: string }> {
     const label = `${method} ${path}`;
     const tls = await credentials().catch((e: unknown) => {
       throw new ApiError({ message: `could not load credentials: ${e instanceof Error ? e.message : String(e)}` }, label);
@@ -182,6 +194,7 @@ export async function restClient(kubeConfig: KubeConfig, options: RestClientOpti
           },
         },
         (res) => {
+          if (res.statusCode !== undefined) onStatus(res.statusCode);
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
           res.on('end', () => resolve({ code: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));

@@ -6,7 +6,7 @@
 // dispatched claim means someone else may have held the realm in between, which the caller latches as
 // continuity loss.
 import { randomBytes } from 'node:crypto';
-import { V1MicroTime, type V1Lease } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import { isAlreadyExists, isConflict, isNotFound, type KubeClient } from './kube-client.js';
 import { systemClock, type Clock } from './clock.js';
 import { holderIdentityFor, leaseNameFor } from './realm.js';
@@ -87,7 +87,7 @@ export class TargetLock {
   }
 
   private async tryAcquire(name: string, identity: string, request: AcquireRequest): Promise<AcquireResult> {
-    const now = new V1MicroTime(this.clock.now());
+    const now = new MicroTime(this.clock.now());
     const stored = await this.client.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: this.namespace, name });
     if (!stored) {
       const epoch = newLeaseEpoch();
@@ -122,7 +122,7 @@ export class TargetLock {
         ...spec,
         holderIdentity: identity,
         leaseDurationSeconds: request.durationSeconds,
-        acquireTime: renewing && spec.acquireTime ? new V1MicroTime(spec.acquireTime) : now,
+        acquireTime: renewing && spec.acquireTime ? new MicroTime(spec.acquireTime) : now,
         renewTime: notBefore(now, spec.renewTime),
         leaseTransitions: (spec.leaseTransitions ?? 0) + (taking && holder !== '' ? 1 : 0),
       },
@@ -185,8 +185,19 @@ function checkDuration(seconds: number): void {
   }
 }
 
-/** Stored timestamps never move backwards, whatever this node's clock says. MicroTime needs six fraction digits. */
-function notBefore(now: Date, stored: Date | string | undefined): V1MicroTime {
+/**
+ * A Kubernetes MicroTime: the API server refuses a Lease whose timestamps carry JavaScript's three fraction digits.
+ * JSON.stringify reaches toISOString through Date's toJSON, so the Lease serializes as client-node's V1MicroTime
+ * did (which the manager no longer imports: issue #10).
+ */
+class MicroTime extends Date {
+  override toISOString(): string {
+    return `${super.toISOString().slice(0, -1)}000Z`;
+  }
+}
+
+/** Stored timestamps never move backwards, whatever this node's clock says. */
+function notBefore(now: Date, stored: Date | string | undefined): MicroTime {
   const storedMs = stored === undefined ? -Infinity : new Date(stored).getTime();
-  return new V1MicroTime(Math.max(storedMs, now.getTime()));
+  return new MicroTime(Math.max(storedMs, now.getTime()));
 }
