@@ -166,8 +166,8 @@ export class Controller {
   }
 
   /** Watches a kind this controller owns, mapped to the owner's key through the controller ownerReference. */
-  watchOwned<T extends KubeObject>(source: EventSource<T>, owner: { apiVersion: string; kind: string }): this {
-    return this.watch(source, toControllerOwner<T>(owner));
+  watchOwned<T extends KubeObject>(source: EventSource<T>, owner: { apiVersion: string; kind: string }, filter?: EventFilter<T>): this {
+    return this.watch(source, toControllerOwner<T>(owner), filter);
   }
 
   /** Runs `cleanup` when the controller stops: what it reports about its term goes with the term. */

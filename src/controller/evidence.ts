@@ -33,6 +33,12 @@ export function isJobTerminal(job: V1Job): boolean {
   return terminalCondition(job) !== undefined;
 }
 
+/** A Pod in a terminal phase: none of its containers runs any more. */
+export function podStopped(pod: V1Pod): boolean {
+  const phase = pod.status?.phase;
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
 function msSinceTerminal(job: V1Job, now: Date): number {
   const at = terminalCondition(job)?.lastTransitionTime;
   const ms = at === undefined ? NaN : new Date(at).getTime();

@@ -79,7 +79,13 @@ export function familyController(
     },
   });
   const namespace = options.namespace;
-  wire(controller, <T extends KubeObject>(apiVersion: string, kind: string, labelSelector?: string) =>
-    env.informer<T>({ apiVersion, kind, ...(namespace ? { namespace } : {}), ...(labelSelector ? { labelSelector } : {}) }));
+  // Informers of a whole kind (no label selector) are the caches a step may consult (OwnerDeps.cached).
+  const whole = new Map<string, Informer<KubeObject>>();
+  deps.cached = (apiVersion, kind) => whole.get(`${apiVersion}/${kind}`)?.list();
+  wire(controller, <T extends KubeObject>(apiVersion: string, kind: string, labelSelector?: string) => {
+    const informer = env.informer<T>({ apiVersion, kind, ...(namespace ? { namespace } : {}), ...(labelSelector ? { labelSelector } : {}) });
+    if (!labelSelector) whole.set(`${apiVersion}/${kind}`, informer as unknown as Informer<KubeObject>);
+    return informer;
+  });
   return controller;
 }

@@ -46,6 +46,12 @@ export interface OwnerDeps {
   order?: DispatchOrder;
   /** In-process memory of result reads that keep failing, by operation ID: when the first failure was seen. */
   readFailures: Map<string, number>;
+  /**
+   * The informer cache of a kind the controller watches whole, for triggering only: a step may skip an uncached read
+   * the cache shows has nothing to find, when the object it would find wakes the resource once the cache holds it.
+   * Undefined for a kind not watched so (and for every kind without a manager): read.
+   */
+  cached?(apiVersion: string, kind: string): readonly KubeObject[] | undefined;
 }
 
 /** The end of a pass: when to look again, and why. */

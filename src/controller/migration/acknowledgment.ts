@@ -10,6 +10,10 @@ import { withCondition } from '../conditions.js';
 const settled = (ack: PtahMigrationRunAcknowledgment): boolean =>
   ack.status?.conditions?.some((c) => (c.type === 'Consumed' || c.type === 'Stale') && c.status === 'True') === true;
 
+/** An acknowledgment of this migration (by name and UID) that is neither Consumed nor Stale. */
+const openFor = (pass: MigrationPass) => (ack: PtahMigrationRunAcknowledgment): boolean =>
+  ack.metadata.namespace === pass.namespace && ack.spec.migrationRef.name === pass.name && ack.spec.migrationRef.uid === pass.uid && !settled(ack);
+
 const stamped = (ack: PtahMigrationRunAcknowledgment): boolean =>
   Boolean(ack.spec.acknowledgedBy?.username && ack.spec.acknowledgedAt && ack.spec.mutationRequestUID);
 
@@ -24,9 +28,13 @@ async function mark(pass: MigrationPass, ack: PtahMigrationRunAcknowledgment, ty
  * any other is marked Stale. Returns the end of the pass when it wrote anything.
  */
 export async function settleUnresolvedRunByAcknowledgment(pass: MigrationPass): Promise<PassEnd | undefined> {
-  const all = await pass.deps.client.list<PtahMigrationRunAcknowledgment>(API_VERSION, KINDS.PtahMigrationRunAcknowledgment.kind, pass.namespace);
+  const kind = KINDS.PtahMigrationRunAcknowledgment.kind;
+  // The cache only says whether to look: an open acknowledgment it does not hold yet wakes this key once it does.
+  const cached = pass.deps.cached?.(API_VERSION, kind) as PtahMigrationRunAcknowledgment[] | undefined;
+  if (cached && !cached.some(openFor(pass))) return undefined;
+  const all = await pass.deps.client.list<PtahMigrationRunAcknowledgment>(API_VERSION, kind, pass.namespace);
   const open = all
-    .filter((ack) => ack.spec.migrationRef.name === pass.name && ack.spec.migrationRef.uid === pass.uid && !settled(ack))
+    .filter(openFor(pass))
     .sort((a, b) => String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
   const ack = open[0];
   if (!ack) return undefined;

@@ -135,9 +135,9 @@ function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): D
     family: 'migration',
     operation: migrationOperation(claim.type),
     authorize: async (now) => {
-      const verdict = await authorizeMigrationClaim(pass, now);
-      if (verdict.ok && now.type === 'Apply') plan = (await claimPlan(pass, now)) ?? plan;
-      return verdict;
+      const { authorization, plan: authorized } = await authorizeMigrationClaim(pass, now);
+      plan = authorized ?? plan;
+      return authorization;
     },
     // A migration plan carries no SQL: the Apply reads the files from its verified artifact, so nothing is staged.
     buildJob: async (now, snapshot) => {
@@ -162,11 +162,13 @@ function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): D
 /**
  * Step 1 of the dispatch sequence: everything the claim was decided from, re-read uncached. Any of it having moved
  * discards the claim rather than narrowing it: the resource (deletion, suspension, a spec or binding change),
- * the pinned artifact and verification policy, and for an Apply its plan, its window and its approval.
+ * the pinned artifact and verification policy, and for an Apply its plan, its window and its approval. The plan is
+ * read once and held to both the claim and status.plan; an authorized Apply hands it to the Job's build.
  */
-async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperation): Promise<Authorization> {
+async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperation): Promise<{ authorization: Authorization; plan?: PtahMigrationPlan }> {
   pass.m = await pass.deps.client.get<PtahMigration>(pass.ref());
-  const refuse = (reason: string, message: string): Authorization => ({ ok: false, reason, message });
+  const refuse = (reason: string, message: string) => ({ authorization: { ok: false as const, reason, message } });
+  const authorized = (plan?: PtahMigrationPlan) => ({ authorization: { ok: true as const }, ...(plan ? { plan } : {}) });
   if (pass.claim?.id !== claim.id) throw new DispatchRefused(`the claim ${claim.id} is no longer in flight`);
   if (pass.m.metadata.deletionTimestamp) return refuse('Deleting', 'the resource is being deleted');
   if (pass.m.spec.suspend) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');
@@ -177,21 +179,21 @@ async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperati
   if (artifactMoved) return refuse('ArtifactChanged', artifactMoved);
   const policyMoved = await verificationPolicyStillBinds(pass, pass.m.spec.artifact, claim.artifact);
   if (policyMoved) return refuse('VerificationPolicyChanged', policyMoved);
-  if (claim.type !== 'Apply') return { ok: true };
+  if (claim.type !== 'Apply') return authorized();
 
   if (pass.status.unresolvedRun) return refuse('UnresolvedRun', `operation ${pass.status.unresolvedRun.operationID} is unresolved`);
   if (claim.dispatchNotAfter && pass.now().getTime() >= Date.parse(claim.dispatchNotAfter)) {
     return refuse('DispatchWindowClosed', `the claim's dispatch window closed at ${claim.dispatchNotAfter}`);
   }
-  const current = await currentMigrationPlan(pass);
+  const current = await currentMigrationPlan(pass, inputs.plan);
   if (!current.ok) return refuse('PlanChanged', current.why);
   if (current.plan.metadata.uid !== claim.planRef?.uid) return refuse('PlanChanged', 'the current plan is not the plan the claim runs');
   switch (pass.m.spec.policy.apply) {
     case 'Always':
-      return { ok: true };
+      return authorized(current.plan);
     case 'OnApproval': {
       const why = await approvalStillAuthorizes(pass, claim, current.plan);
-      return why ? refuse('ApprovalWithdrawn', why) : { ok: true };
+      return why ? refuse('ApprovalWithdrawn', why) : authorized(current.plan);
     }
     default:
       return refuse('ApplyDisabled', 'spec.policy.apply is Never');

@@ -107,12 +107,15 @@ export type CurrentPlan = { ok: true; plan: PtahMigrationPlan } | { ok: false; w
 
 /**
  * The plan status.plan names, read uncached and held to every binding it was computed under, as the status now
- * stands. Any binding having moved discards the plan (a re-read, never a cached comparison).
+ * stands. Any binding having moved discards the plan (a re-read, never a cached comparison). `read`: a plan the
+ * same step has just read uncached (the claim's), which stands for the read when it is under the name status.plan
+ * gives.
  */
-export async function currentMigrationPlan(pass: MigrationPass): Promise<CurrentPlan> {
+export async function currentMigrationPlan(pass: MigrationPass, read?: PtahMigrationPlan): Promise<CurrentPlan> {
   const ref = pass.status.plan;
   if (!ref) return { ok: false, why: 'no plan is published' };
-  const plan = await pass.deps.client.tryGet<PtahMigrationPlan>({ apiVersion: API_VERSION, kind: KINDS.PtahMigrationPlan.kind, namespace: pass.namespace, name: ref.name });
+  const plan = read?.metadata.name === ref.name ? read
+    : await pass.deps.client.tryGet<PtahMigrationPlan>({ apiVersion: API_VERSION, kind: KINDS.PtahMigrationPlan.kind, namespace: pass.namespace, name: ref.name });
   if (!plan) return { ok: false, why: `plan ${ref.name} no longer exists` };
   if (plan.metadata.uid !== ref.uid) return { ok: false, why: `plan ${ref.name} was replaced` };
   const { fingerprint, createdAt: _createdAt, migrations, ...bound } = plan.spec;

@@ -5,13 +5,8 @@ import type { UnresolvedOutcome } from '../../shared/api/migration-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { JOB_ANNOTATIONS } from '../../shared/job/metadata.js';
 import type { MigrationPass } from './context.js';
-import { dispatchedBy, isJobTerminal } from '../evidence.js';
+import { dispatchedBy, isJobTerminal, podStopped } from '../evidence.js';
 import { recordUnresolvedMigrationRun } from './unresolved.js';
-
-function podStopped(pod: V1Pod): boolean {
-  const phase = pod.status?.phase;
-  return phase === 'Succeeded' || phase === 'Failed';
-}
 
 /**
  * Whether anything the claim dispatched may still write: a Job under its name that is not terminal, a Pod of it

@@ -180,9 +180,9 @@ function schemaDispatchFamily(pass: SchemaPass, claim: ActiveOperation): Dispatc
     family: 'schema',
     operation: operationOf(pass, claim),
     authorize: async (now) => {
-      const verdict = await authorizeSchemaClaim(pass, now);
-      if (verdict.ok && now.type === 'Apply') plan = (await claimPlan(pass, now)) ?? plan;
-      return verdict;
+      const { authorization, plan: authorized } = await authorizeSchemaClaim(pass, now);
+      plan = authorized ?? plan;
+      return authorization;
     },
     stage: async (now) => {
       if (now.type !== 'Apply') return true;
@@ -235,11 +235,13 @@ async function retirePlanAndClaim(pass: SchemaPass, plan: PtahSchemaPlan, messag
 /**
  * Step 1 of the dispatch sequence: everything the claim was decided from, re-read uncached. Any of it having moved
  * discards the claim rather than narrowing it: the resource, the pinned artifact and verification policy, and for
- * an Apply its plan (and every binding it was computed under), its window and its approval.
+ * an Apply its plan (and every binding it was computed under), its window and its approval. The plan is read once
+ * and held to both the claim and status.plan; an authorized Apply hands it to the stage step and the Job's build.
  */
-async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<Authorization> {
+async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<{ authorization: Authorization; plan?: PtahSchemaPlan }> {
   pass.s = await pass.deps.client.get<PtahSchema>(pass.ref());
-  const refuse = (reason: string, message: string): Authorization => ({ ok: false, reason, message });
+  const refuse = (reason: string, message: string) => ({ authorization: { ok: false as const, reason, message } });
+  const authorized = (plan?: PtahSchemaPlan) => ({ authorization: { ok: true as const }, ...(plan ? { plan } : {}) });
   if (pass.claim?.id !== claim.id) throw new DispatchRefused(`the claim ${claim.id} is no longer in flight`);
   if (pass.s.metadata.deletionTimestamp) return refuse('Deleting', 'the resource is being deleted');
   const proving = servesProof(pass, claim);
@@ -247,18 +249,18 @@ async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): P
   const inputs = await schemaClaimInputsHold(pass, claim);
   if (!inputs.hold) return refuse('InputsChanged', inputs.why);
   if (!claim.artifact) return refuse('ArtifactChanged', 'the claim pins no artifact');
-  if (proving) return { ok: true };
+  if (proving) return authorized();
   const artifactMoved = await artifactStillPinned(pass, pass.s.spec.desired, claim.artifact);
   if (artifactMoved) return refuse('ArtifactChanged', artifactMoved);
   const policyMoved = await verificationPolicyStillBinds(pass, pass.s.spec.desired, claim.artifact);
   if (policyMoved) return refuse('VerificationPolicyChanged', policyMoved);
-  if (claim.type !== 'Apply') return { ok: true };
+  if (claim.type !== 'Apply') return authorized();
 
   if (pass.status.pendingObservation) return refuse('ProofOwed', `Apply ${pass.status.pendingObservation.applyOperationID} still owes its proof`);
   if (claim.dispatchNotAfter && pass.now().getTime() >= Date.parse(claim.dispatchNotAfter)) {
     return refuse('DispatchWindowClosed', `the claim's dispatch window closed at ${claim.dispatchNotAfter}`);
   }
-  const currentPlan = await currentSchemaPlan(pass);
+  const currentPlan = await currentSchemaPlan(pass, inputs.plan);
   if (!currentPlan.ok) return refuse('PlanChanged', currentPlan.why);
   if (currentPlan.plan.metadata.uid !== claim.planRef?.uid) return refuse('PlanChanged', 'the current plan is not the plan the claim runs');
   const policy = planPolicy(pass, pass.status.plan!);
@@ -267,5 +269,5 @@ async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): P
     const why = await schemaApprovalStillAuthorizes(pass, claim, currentPlan.plan);
     if (why) return refuse('ApprovalWithdrawn', why);
   }
-  return { ok: true };
+  return authorized(currentPlan.plan);
 }

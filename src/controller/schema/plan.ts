@@ -161,11 +161,13 @@ export type PlanVerdict = { ok: true; plan: PtahSchemaPlan } | { ok: false; why:
 /**
  * The plan status.plan names, read uncached and held to every binding it was computed under as the status now
  * stands (the seed's currentPlan). Any binding having moved discards the plan; a re-read, never a cached comparison.
+ * `read`: a plan the same step has just read uncached (the claim's), which stands for the read when it is under the
+ * name status.plan gives.
  */
-export async function currentSchemaPlan(pass: SchemaPass): Promise<PlanVerdict> {
+export async function currentSchemaPlan(pass: SchemaPass, read?: PtahSchemaPlan): Promise<PlanVerdict> {
   const ref = pass.status.plan;
   if (!ref) return { ok: false, why: 'no plan is published' };
-  const plan = await pass.deps.client.tryGet<PtahSchemaPlan>(planRef(pass, ref.name));
+  const plan = read?.metadata.name === ref.name ? read : await pass.deps.client.tryGet<PtahSchemaPlan>(planRef(pass, ref.name));
   if (!plan) return { ok: false, why: `plan ${ref.name} no longer exists` };
   if (plan.metadata.uid !== ref.uid) return { ok: false, why: `plan ${ref.name} was replaced` };
   if (plan.metadata.deletionTimestamp) return { ok: false, why: `plan ${ref.name} is being deleted` };

@@ -9,7 +9,7 @@ import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { EXECUTION_DEFAULTS } from '../../shared/api/shapes.js';
 import { canonicalJson } from '../../shared/canonical.js';
 import { JOB_ANNOTATIONS } from '../../shared/job/metadata.js';
-import { dispatchedBy, isJobTerminal } from '../evidence.js';
+import { dispatchedBy, isJobTerminal, podStopped } from '../evidence.js';
 import { leaseTaken } from '../claim-values.js';
 import { claimProofReading } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
@@ -140,11 +140,6 @@ export async function acquirePendingLock(pass: SchemaPass): Promise<PassEnd | un
     { phase: 'VerifyingConvergence', reason: 'LeaseContinuityLost', message: `the realm Lease of Apply ${pending.applyOperationID} changed hands before its proof; the outcome is unknown and the database is read again` });
   pass.event('Warning', 'LeaseContinuityLost', `the realm Lease held for the proof of Apply ${pending.applyOperationID} changed hands; what the Apply did is now unknown and is read again`);
   return endPass('proof Lease continuity lost', requeue);
-}
-
-function podStopped(pod: V1Pod): boolean {
-  const phase = pod.status?.phase;
-  return phase === 'Succeeded' || phase === 'Failed';
 }
 
 /**

@@ -1,6 +1,8 @@
 // Wires the PtahSchema reconciler into the controller manager, beside the migration controller: one pass per
-// resource at a time, woken by the resource itself, the Jobs and Pods it dispatched, its plans and the approvals
-// that name it. Events only wake a key; every decision re-reads uncached.
+// resource at a time, woken by the resource itself, the Jobs and Pods it dispatched when they stop
+// (src/controller/triggers.ts), its plans and the approvals that name it. Events only wake a key; every decision
+// re-reads uncached.
+import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import '../../shared/kube.js'; // registers the operator's kinds with the REST client
 import { API_VERSION, KINDS } from '../../shared/api/names.js';
 import { SCHEMA_PHASES } from '../../shared/api/schema-kinds.js';
@@ -10,6 +12,7 @@ import { ignoreStatusOnlyUpdates, toLabelledOwner, type KeyMapper } from '../con
 import { familyController, type FamilyControllerOptions } from '../family-controller.js';
 import { registerController, type ControllerRegistration } from '../manager.js';
 import { reportResources } from '../operator-metrics.js';
+import { jobStopEdges, podStopEdges } from '../triggers.js';
 import { reconcileSchema } from './reconcile.js';
 
 export const SCHEMA_CONTROLLER = 'ptahschema';
@@ -29,8 +32,8 @@ export function schemaControllerRegistration(options: FamilyControllerOptions): 
     setup: (env) => familyController(env, SCHEMA_CONTROLLER, options, reconcileSchema, (controller, informer) => {
       const primary = informer(API_VERSION, KINDS.PtahSchema.kind);
       controller.watchPrimary(primary, ignoreStatusOnlyUpdates).onStop(reportResources(KINDS.PtahSchema.kind, SCHEMA_PHASES, primary));
-      controller.watchOwned(informer('batch/v1', 'Job', OPERATION_OBJECTS), OWNER);
-      controller.watch(informer('v1', 'Pod', OPERATION_OBJECTS), toLabelledOwner(JOB_LABELS.schema));
+      controller.watchOwned(informer<V1Job>('batch/v1', 'Job', OPERATION_OBJECTS), OWNER, jobStopEdges);
+      controller.watch(informer<V1Pod>('v1', 'Pod', OPERATION_OBJECTS), toLabelledOwner(JOB_LABELS.schema), podStopEdges);
       controller.watchOwned(informer(API_VERSION, KINDS.PtahSchemaPlan.kind), OWNER);
       controller.watch(informer(API_VERSION, KINDS.PtahSchemaApproval.kind), toNamedSchema);
     }),
