@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT } from '../tools/stack/paths.js';
-import { startStack } from '../tools/stack/stack.js';
+import { runOnStack } from './on-stack.js';
 
 const say = (line: string) => process.stderr.write(`[soak] ${line}\n`);
 const { values } = parseArgs({
@@ -20,32 +20,26 @@ const number = (v: string | undefined, fallback: number) => {
   return n;
 };
 
-const stack = await startStack({ log: say });
-Object.assign(process.env, stack.env);
-// Imported once the stack's environment is set: the worlds read it when they load.
-const { default: t } = await import('tap');
-const { runSoak, safetyFailures, SOAK_DEFAULTS } = await import('./soak-run.js');
-const { soakMarkdown, writeSoakReport } = await import('./soak-report.js');
-const options = {
-  ...SOAK_DEFAULTS,
-  minutes: number(values.minutes, SOAK_DEFAULTS.minutes),
-  resources: number(values.resources, SOAK_DEFAULTS.resources),
-  databases: number(values.databases, SOAK_DEFAULTS.databases),
-  drainMinutes: number(values['drain-minutes'], SOAK_DEFAULTS.drainMinutes),
-  seed: number(values.seed, Date.now() % 2 ** 31),
-  log: say,
-};
-let failed = true;
-// Not tap's default 30 s: the soak, its setup and its teardown take minutes.
-const timeout = (options.minutes + options.drainMinutes + 10) * 60_000;
-t.setTimeout(timeout);
-await t.test('soak', { timeout }, async (tt) => {
-  const report = await runSoak(tt, options);
-  await writeSoakReport(report, join(REPO_ROOT, 'bench/soak-report'));
-  say(`\n${soakMarkdown(report)}`);
-  failed = safetyFailures(report) > 0;
-  tt.equal(safetyFailures(report), 0, 'every safety count is 0');
+await runOnStack('soak', say, async () => {
+  const { runSoak, safetyFailures, SOAK_DEFAULTS } = await import('./soak-run.js');
+  const { soakMarkdown, writeSoakReport } = await import('./soak-report.js');
+  const options = {
+    ...SOAK_DEFAULTS,
+    minutes: number(values.minutes, SOAK_DEFAULTS.minutes),
+    resources: number(values.resources, SOAK_DEFAULTS.resources),
+    databases: number(values.databases, SOAK_DEFAULTS.databases),
+    drainMinutes: number(values['drain-minutes'], SOAK_DEFAULTS.drainMinutes),
+    seed: number(values.seed, Date.now() % 2 ** 31),
+    log: say,
+  };
+  return {
+    timeoutMs: (options.minutes + options.drainMinutes + 10) * 60_000,
+    async body(tt) {
+      const report = await runSoak(tt, options);
+      await writeSoakReport(report, join(REPO_ROOT, 'bench/soak-report'));
+      say(`\n${soakMarkdown(report)}`);
+      tt.equal(safetyFailures(report), 0, 'every safety count is 0');
+      return safetyFailures(report) === 0;
+    },
+  };
 });
-await stack.stop({ keepDir: failed });
-if (failed) say(`logs of the stack kept in ${stack.state.dir}/logs`);
-process.exit(failed ? 1 : 0);

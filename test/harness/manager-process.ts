@@ -27,6 +27,13 @@ export interface ManagerProcessOptions {
   revision: string;
   /** Two dispatch steps to exchange: the deliberately wrong manager. */
   order?: readonly [DispatchStep, DispatchStep];
+  /**
+   * `compiled` runs `node dist/src/main.js`, as production does (`npm run build` first): the benchmarks measure
+   * that. The default runs the source under tsx, which needs no build.
+   */
+  build?: 'source' | 'compiled';
+  /** Default `debug`: the tests read the manager's decisions from its log. */
+  logLevel?: 'debug' | 'info';
 }
 
 export interface ManagerProcess {
@@ -47,9 +54,11 @@ export const LEADING = 'leading: starting controllers';
 
 /** Starts the manager and waits until it serves /healthz. */
 export async function startManagerProcess(options: ManagerProcessOptions): Promise<ManagerProcess> {
-  const entry = options.order ? join(REPO_ROOT, 'test/harness/manager-swapped-main.ts') : join(REPO_ROOT, 'src/main.ts');
+  if (options.order && options.build === 'compiled') throw new Error('the swapped manager runs from source only');
+  const entry = options.order ? ['--import', 'tsx', join(REPO_ROOT, 'test/harness/manager-swapped-main.ts')]
+    : options.build === 'compiled' ? [join(REPO_ROOT, 'dist/src/main.js')] : ['--import', 'tsx', join(REPO_ROOT, 'src/main.ts')];
   const args = [
-    '--import', 'tsx', entry,
+    ...entry,
     ...(options.order ? ['--swap', options.order.join(',')] : []),
     '--kubeconfig', options.kubeconfig,
     '--cert-dir', options.certDir,
@@ -60,7 +69,7 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     '--runner-image', options.runnerImage,
     '--controller-image', options.controllerImage,
     '--revision', options.revision,
-    '--log-level', 'debug',
+    '--log-level', options.logLevel ?? 'debug',
   ];
   const child: ManagedProcess = startProcess({ name: options.name, command: process.execPath, args, logFile: options.logFile, cwd: REPO_ROOT, env: managerEnv() });
   const url = `https://127.0.0.1:${options.port}`;

@@ -22,7 +22,7 @@ import { sharedCluster } from '../../tools/stack/cluster.js';
 import { IDENTITIES } from '../../tools/stack/controlplane.js';
 import { startCrashProxy, type CrashProxy, type FiredKill, type KillTrigger, type ProxiedWrite, type RecordedRequest } from '../harness/crash-proxy.js';
 import { writeKubeconfig } from '../../tools/stack/kubeconfig.js';
-import { httpsText, LEADING, startManagerProcess, type ManagerProcess } from '../harness/manager-process.js';
+import { httpsText, LEADING, startManagerProcess, type ManagerProcess, type ManagerProcessOptions } from '../harness/manager-process.js';
 import { freePort } from '../../tools/stack/ports.js';
 import type { TestDatabase } from '../../tools/stack/postgres.js';
 import { waitFor } from '../../tools/stack/wait.js';
@@ -33,6 +33,9 @@ import { sleepingSessions } from './slow-apply.js';
 
 export const NAME = 'orders';
 export type Swap = readonly [DispatchStep, DispatchStep];
+
+/** How the crash world runs its manager processes (the benchmarks run the compiled manager at info level). */
+export type ManagerBuild = Pick<ManagerProcessOptions, 'build' | 'logLevel'>;
 
 /** What of a test world the crash world uses: its namespace and an admin client. */
 export interface CrashBase {
@@ -70,8 +73,8 @@ async function webhookRequests(url: string, caPem: string): Promise<number> {
 }
 
 /** `schemas`: the test also creates PtahSchemas in the migration world's namespace, which the teardown deletes too. */
-export async function crashWorld(t: Test, options: { schemas?: boolean } = {}): Promise<CrashWorld> {
-  return crashWorldOn(t, await migrationWorld(t), options.schemas ? ['PtahMigration', 'PtahSchema'] : ['PtahMigration']);
+export async function crashWorld(t: Test, options: { schemas?: boolean; manager?: ManagerBuild } = {}): Promise<CrashWorld> {
+  return crashWorldOn(t, await migrationWorld(t), options.schemas ? ['PtahMigration', 'PtahSchema'] : ['PtahMigration'], options.manager);
 }
 
 /** The schema world (schema-world.ts's namespace, database and helpers) with the manager as a real process. */
@@ -83,7 +86,7 @@ export async function crashSchemaWorld(t: Test): Promise<CrashWorld<SchemaWorld>
  * The crash world on `w`'s namespace; `kinds` are the resources the teardown deletes while a manager runs, so it
  * takes its finalizers off and the namespace can go.
  */
-async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly ('PtahMigration' | 'PtahSchema')[]): Promise<CrashWorld<W>> {
+async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly ('PtahMigration' | 'PtahSchema')[], build: ManagerBuild = {}): Promise<CrashWorld<W>> {
   const cluster = sharedCluster();
   const pki = await cluster.pki();
   const dir = await mkdtemp(join(tmpdir(), 'ptah-crash-'));
@@ -114,7 +117,7 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
       manager = await startManagerProcess({
         name: `manager-${started}${order ? `-swapped-${order.join('-')}` : ''}`, logFile: join(dir, `manager-${started}.log`), kubeconfig,
         certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, watchNamespace: w.ns, runnerImage,
-        controllerImage: MANAGER.controllerImage, revision: MANAGER.controllerRevision, ...(order ? { order } : {}),
+        controllerImage: MANAGER.controllerImage, revision: MANAGER.controllerRevision, ...(order ? { order } : {}), ...build,
       });
       if (!hooks) {
         const url = manager.url;

@@ -1,0 +1,94 @@
+// `npx tsx bench/scale.ts [--resources N] [--idle-seconds S]`: the manager with N resources and its informers
+// synced, no Jobs (issue #10: "N = 1,000 resources: manager RSS ≤ 100 MiB, and the time for one reconcile sweep").
+// N/2 PtahMigrations and N/2 PtahSchemas, all `suspend: true` (each pass reads nothing and runs nothing; it only
+// reports Suspended), are created in one namespace while no manager runs. Then the compiled manager
+// (`node dist/src/main.js`, info logs, behind the crash proxy that counts its requests) starts, and the run reports:
+// - the sweep: from the manager leading to every resource reporting Suspended for its generation;
+// - the manager's RSS and peak (VmRSS, VmHWM) then, and after S seconds idle, with its CPU over both spans;
+// - its API requests in each span by method and resource, from the proxy.
+import { execFileSync } from 'node:child_process';
+import { cpus, loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import type { KubeObject } from '../src/shared/kube-client.js';
+import { REPO_ROOT } from '../tools/stack/paths.js';
+import { countBy, processFigures, requestClass } from './measure.js';
+import { runOnStack } from './on-stack.js';
+
+const say = (line: string) => process.stderr.write(`[scale] ${line}\n`);
+const { values } = parseArgs({ options: { resources: { type: 'string' }, 'idle-seconds': { type: 'string' } } });
+const resources = Number(values.resources ?? 1000);
+const idleSeconds = Number(values['idle-seconds'] ?? 120);
+if (!Number.isInteger(resources) || resources < 2) throw new Error(`--resources must be an integer ≥ 2, not ${values.resources}`);
+if (!Number.isFinite(idleSeconds) || idleSeconds < 0) throw new Error(`--idle-seconds must be a number ≥ 0, not ${values['idle-seconds']}`);
+
+await runOnStack('scale', say, async () => {
+  const { crashWorld } = await import('../test/integration/crash-world.js');
+  const { sampleObjects, sampleOf } = await import('../test/integration/operator-install.js');
+  const { SAMPLE } = await import('../test/integration/migration-world.js');
+  const { SCHEMA_SAMPLE } = await import('../test/integration/schema-world.js');
+  const { LEADING } = await import('../test/harness/manager-process.js');
+  return {
+    timeoutMs: (30 + idleSeconds / 60 + resources / 50) * 60_000,
+    async body(tt) {
+      say('npm run build');
+      execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'ignore' });
+      const cw = await crashWorld(tt, { schemas: true, manager: { build: 'compiled', logLevel: 'info' } });
+      const { w } = cw;
+      const migration = sampleOf<KubeObject & { spec: { suspend?: boolean } }>(await sampleObjects(SAMPLE), 'PtahMigration');
+      const schema = sampleOf<KubeObject & { spec: { suspend?: boolean } }>(await sampleObjects(SCHEMA_SAMPLE), 'PtahSchema');
+      const objects = Array.from({ length: resources }, (_, i) => {
+        const o = structuredClone(i % 2 ? schema : migration);
+        o.metadata = { name: `${i % 2 ? 's' : 'm'}-${String(i).padStart(5, '0')}`, namespace: w.ns };
+        o.spec.suspend = true;
+        return o;
+      });
+      const created = Date.now();
+      for (let i = 0; i < objects.length; i += 16) await Promise.all(objects.slice(i, i + 16).map((o) => w.admin.create(o)));
+      say(`${resources} resources created in ${((Date.now() - created) / 1000).toFixed(1)} s; starting the manager`);
+
+      const load = loadavg().map((l) => l.toFixed(2)).join(' ');
+      const manager = await cw.startManager();
+      const leading = await manager.waitForLog(LEADING, 120_000);
+      const atLead = await processFigures(manager.pid);
+      const requestsBefore = cw.proxy.requests.length;
+      // By the Ready condition's observedGeneration: a suspended PtahSchema's status records none of its own.
+      const suspended = (r: KubeObject & { status?: { phase?: string; conditions?: { type: string; observedGeneration?: number }[] } }) =>
+        r.status?.phase === 'Suspended' && r.status.conditions?.find((c) => c.type === 'Ready')?.observedGeneration === r.metadata?.generation;
+      let swept = 0;
+      let sweptAt = 0;
+      while (Date.now() - leading < resources * 1_000) {
+        const all = [...await w.admin.list<KubeObject>(migration.apiVersion!, 'PtahMigration', w.ns), ...await w.admin.list<KubeObject>(schema.apiVersion!, 'PtahSchema', w.ns)];
+        swept = all.filter(suspended).length;
+        if (Math.floor((Date.now() - leading) / 10_000) !== Math.floor((Date.now() - leading - 1_000) / 10_000)) {
+          const waiting = all.find((r) => !suspended(r));
+          say(`${swept} of ${all.length} listed report Suspended${waiting ? `; ${waiting.metadata?.name} shows ${JSON.stringify((waiting as { status?: unknown }).status ?? {}).slice(0, 200)}` : ''}`);
+        }
+        if (swept === resources) {
+          sweptAt = Date.now();
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+      const afterSweep = await processFigures(manager.pid);
+      const sweepRequests = cw.proxy.requests.slice(requestsBefore);
+      await new Promise((r) => setTimeout(r, idleSeconds * 1_000));
+      const afterIdle = await processFigures(manager.pid);
+      const idleRequests = cw.proxy.requests.slice(requestsBefore + sweepRequests.length);
+
+      const sweepSeconds = (sweptAt - leading) / 1000;
+      const report = {
+        when: new Date().toISOString(), node: process.version, cpus: cpus().length, loadavgBefore: load, resources,
+        sweep: sweptAt ? { seconds: sweepSeconds, managerCpuSeconds: afterSweep.cpuSeconds - atLead.cpuSeconds, resourcesPerSecond: resources / sweepSeconds } : { notFinished: `${swept} of ${resources} reported Suspended` },
+        rssMiB: { atLeading: atLead.rssMiB, afterSweep: afterSweep.rssMiB, afterIdle: afterIdle.rssMiB, peak: afterIdle.peakMiB },
+        idle: { seconds: idleSeconds, managerCores: idleSeconds ? (afterIdle.cpuSeconds - afterSweep.cpuSeconds) / idleSeconds : 0 },
+        requests: {
+          sweep: { total: sweepRequests.length, byClass: countBy(sweepRequests.map((r) => requestClass(r.method, r.path))) },
+          idle: { total: idleRequests.length, byClass: countBy(idleRequests.map((r) => requestClass(r.method, r.path))) },
+        },
+      };
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+      tt.equal(swept, resources, 'every resource was reconciled in the sweep');
+      return swept === resources;
+    },
+  };
+});
