@@ -45,6 +45,22 @@ t.test('a first apply from an empty database converges, proven by a fresh readin
   t.equal(schemaJobsOf(w, 'apply', 'catalog').length, 1, 'one Apply Job was ever created');
 });
 
+t.test('a suspended schema reads and runs nothing, and its status says which generation it reports on', async (t) => {
+  const w = await schemaWorld(t);
+  const db = await w.database('schema_suspended');
+  const secret = await w.installSample(db);
+  await w.desired('catalog-r1', R1);
+  await w.startController();
+  const created = await w.createSchema({ name: 'catalog', artifact: 'catalog-r1', secret, apply: 'Always', suspend: true });
+  const suspended = await w.waitFor('catalog', 'Suspended', (s) => (s.status?.phase === 'Suspended' ? s : undefined));
+  t.equal(suspended.status?.observedGeneration, created.metadata.generation, 'status.observedGeneration is the generation the Suspended report is of');
+  const edited = await w.admin.patch<typeof created>(w.ref('PtahSchema', 'catalog'), { spec: { interval: '5m' } }, 'merge');
+  const again = await w.waitFor('catalog', 'Suspended at the edited generation', (s) => (s.status?.phase === 'Suspended' && s.status.observedGeneration === edited.metadata.generation ? s : undefined));
+  t.equal(again.status?.conditions?.find((c) => c.type === 'Ready')?.observedGeneration, edited.metadata.generation, 'and so does its Ready condition');
+  t.same(schemaJobsOf(w, 'observe', 'catalog'), [], 'no Observe Job ran');
+  t.same(await w.tables(db), [], 'the database was not touched');
+});
+
 t.test('a plan that changes privileges needs an approval even under Always; a locking one shows its locking statements to the approver', async (t) => {
   const w = await schemaWorld(t);
   const db = await w.database('schema_privileges');

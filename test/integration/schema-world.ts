@@ -44,6 +44,7 @@ export interface CreateSchema {
   realm?: { name: string; shared?: boolean };
   activeDeadlineSeconds?: number;
   lockTimeout?: string;
+  suspend?: boolean;
 }
 
 export interface SchemaWorld {
@@ -175,6 +176,7 @@ export async function schemaWorld(t: Test, options: WorldOptions = {}): Promise<
       if (options.realm) sample.spec.target = realmTarget(sample.spec.target, options.realm);
       if (options.activeDeadlineSeconds) sample.spec.execution = { ...sample.spec.execution, activeDeadlineSeconds: options.activeDeadlineSeconds };
       if (options.lockTimeout) sample.spec.policy.lockTimeout = options.lockTimeout;
+      if (options.suspend) sample.spec.suspend = true;
       return admin.create(sample);
     },
     async plan(name) {

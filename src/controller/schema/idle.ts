@@ -35,6 +35,12 @@ function readingDue(pass: SchemaPass): boolean {
 
 export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
   const intervalMs = parseDuration(pass.s.spec.interval);
+  // First, as in the migration family: every report after it (Suspended, Blocked, a realm refusal) is of this generation.
+  if (pass.status.observedGeneration !== pass.generation) {
+    // The spec changed since the reading: what was read and planned is read again under the new spec.
+    await writeSchemaStatus(pass, { ...pass.status, observedGeneration: pass.generation, nextReconciliationTime: pass.nowIso() });
+    return endPass('spec changed: a new reading is due');
+  }
   if (pass.s.spec.suspend) {
     return report(pass, { phase: 'Suspended', reason: 'Suspended', message: 'spec.suspend is true: nothing is read or run' }, 'suspended', intervalMs);
   }
@@ -44,11 +50,6 @@ export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
   }
   const refused = await realmRefusal(pass);
   if (refused) return holdForRealm(pass, publishSchemaReport, refused, intervalMs);
-  if (pass.status.observedGeneration !== pass.generation) {
-    // The spec changed since the reading: what was read and planned is read again under the new spec.
-    await writeSchemaStatus(pass, { ...pass.status, observedGeneration: pass.generation, nextReconciliationTime: pass.nowIso() });
-    return endPass('spec changed: a new reading is due');
-  }
 
   const retryMs = parseDuration(pass.s.spec.execution?.failureRetryInterval ?? '30s');
   const artifact = await resolveArtifact(pass, pass.s.spec.desired, SCHEMA_ARTIFACT_KEY);
