@@ -51,7 +51,8 @@ await runOnStack('scale', say, async () => {
       const leading = await manager.waitForLog(LEADING, 120_000);
       const atLead = await processFigures(manager.pid);
       const requestsBefore = cw.proxy.requests.length;
-      // By the Ready condition's observedGeneration: a suspended PtahSchema's status records none of its own.
+      // By the Ready condition's observedGeneration, which both families set: before 995ce0c a suspended PtahSchema
+      // recorded no status.observedGeneration (the runs in bench/README.md predate that).
       const suspended = (r: KubeObject & { status?: { phase?: string; conditions?: { type: string; observedGeneration?: number }[] } }) =>
         r.status?.phase === 'Suspended' && r.status.conditions?.find((c) => c.type === 'Ready')?.observedGeneration === r.metadata?.generation;
       let swept = 0;
