@@ -74,6 +74,28 @@ export function sha256Hex(bytes: string | Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
+/**
+ * A pure function of one short string, with an immutable answer (a string, a number), answered from the last `size`
+ * answers it gave: the key is the whole input, so each answer is the one the function gives. A longer input, one that
+ * is no string after all (a caller outside the types) or one the function throws on is computed every time; the
+ * oldest answer is forgotten first.
+ */
+export function recentAnswers<V>(compute: (input: string) => V, size = 256, maxKeyLength = 1024): (input: string) => V {
+  const answers = new Map<string, V>();
+  return (input) => {
+    if (answers.has(input)) return answers.get(input)!;
+    const answer = compute(input);
+    if (typeof input === 'string' && input.length <= maxKeyLength) {
+      if (answers.size >= size) answers.delete(answers.keys().next().value!);
+      answers.set(input, answer);
+    }
+    return answer;
+  };
+}
+
+/** `sha256Hex` of a string hashed again and again (a claim's Job name seed, its operation ID). */
+export const recentSha256Hex = recentAnswers((text: string) => sha256Hex(text));
+
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 export function isDigest(value: unknown): value is string {
   return typeof value === 'string' && DIGEST.test(value);

@@ -193,6 +193,7 @@ function matchRebuilt(job: PlainObject, normalized: PlainObject, podSpec: PlainO
     return refuse(`the Job's annotations are not the ones its claim builds (first at metadata.annotations${firstDifference(metadata.annotations, want.annotations)})`);
   }
   if (submitted) {
+    // Labels and annotations are equal by now, and firstDifference passes over equal fields: left out, the answer is the same.
     const difference = firstDifference(withoutAssignedMetadata(metadata), withoutAssignedMetadata(want), 'metadata');
     if (difference) return refuse(`the submitted Job's metadata is not the metadata its claim builds (first at ${difference})`);
   }
@@ -215,9 +216,9 @@ function comparableSpec(job: PlainObject, podSpec?: PlainObject): PlainObject {
   return spec;
 }
 
-/** Metadata the API server assigns on create, which a submitted Job may or may not carry yet. */
+/** Metadata the API server assigns on create, which a submitted Job may or may not carry yet, and the labels and annotations, compared already. */
 function withoutAssignedMetadata(metadata: PlainObject): PlainObject {
-  const { uid: _uid, resourceVersion: _rv, generation: _generation, creationTimestamp: _created, managedFields: _fields, ...rest } = metadata;
+  const { uid: _uid, resourceVersion: _rv, generation: _generation, creationTimestamp: _created, managedFields: _fields, labels: _labels, annotations: _annotations, ...rest } = metadata;
   return rest;
 }
 

@@ -1,6 +1,6 @@
 // Deterministic Job names (the seed's workload.NameFor / NameForMigration). The name folds every value that
 // identifies one dispatch, so a restarted controller can tell a Job it created from one it has not.
-import { sha256Hex } from './canonical.js';
+import { recentSha256Hex } from './canonical.js';
 
 export type Family = 'schema' | 'migration';
 
@@ -28,7 +28,7 @@ export function jobNameFor(input: JobNameInput): string {
   if (!operationType) throw new JobNameError('operation type is empty');
   if (!Number.isSafeInteger(attempt) || attempt < 1) throw new JobNameError(`attempt must be a positive integer, got ${attempt}`);
   const seed = [ownerUid, operationType, operationId, executionBindingId, inputFingerprint, String(attempt)].join('\0');
-  const suffix = sha256Hex(seed).slice(0, SUFFIX_LENGTH);
+  const suffix = recentSha256Hex(seed).slice(0, SUFFIX_LENGTH);
   const prefix = `${family === 'schema' ? 'ptah-' : 'ptah-m-'}${operationType.toLowerCase()}-`;
   const room = MAX_NAME - prefix.length - 1 - SUFFIX_LENGTH;
   const trimmed = trimDashes(ownerName);

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import tls, { type TLSSocket } from 'node:tls';
+import { isDeepStrictEqual } from 'node:util';
 import { generateCertificates, type CertificateFiles } from '../../certs/generate.js';
 import { ApiError, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
 import type { UncachedReader } from '../../src/shared/kube.js';
@@ -33,16 +34,25 @@ export interface StoredObject {
   [field: string]: unknown;
 }
 
-/** Objects by apiVersion/kind/namespace/name; a failure can be planted per object or for every read. */
+/**
+ * Objects by apiVersion/kind/namespace/name; a failure can be planted per object or for every read. Each read
+ * returns a fresh copy: JSON.parse of the stored object's JSON, as a reader of an HTTP answer pays, for an object
+ * that JSON carries exactly, and a structuredClone for any other (a Date, an undefined field, -0).
+ */
 export class MemoryReader implements UncachedReader {
   readonly objects = new Map<string, KubeObject>();
   readonly failures = new Map<string, ApiError>();
   readonly reads: string[] = [];
+  /** The JSON of each stored object that JSON carries exactly; a stored object is never written. */
+  readonly #json = new WeakMap<KubeObject, string>();
 
   /** Stores a copy of `object` as the API server would return it (plain JSON, timestamps as strings). */
   put(object: StoredObject): void {
     const m = object.metadata;
-    this.objects.set(key({ apiVersion: object.apiVersion, kind: object.kind, namespace: m.namespace, name: m.name }), structuredClone(object) as KubeObject);
+    const copy = structuredClone(object) as KubeObject;
+    const json = JSON.stringify(copy);
+    if (isDeepStrictEqual(JSON.parse(json), copy)) this.#json.set(copy, json);
+    this.objects.set(key({ apiVersion: object.apiVersion, kind: object.kind, namespace: m.namespace, name: m.name }), copy);
   }
 
   /** The next reads of this object fail with `code` (undefined: no response at all). */
@@ -57,7 +67,7 @@ export class MemoryReader implements UncachedReader {
     if (failure) throw failure;
     const object = this.objects.get(k);
     if (!object) throw new ApiError({ code: 404, reason: 'NotFound', message: `${ref.kind} "${ref.name}" not found` }, `GET ${ref.kind}`);
-    return structuredClone(object) as T;
+    return this.#copy(object) as T;
   }
 
   /** Every stored object of the kind (in `namespace`, when given); a failure planted on the list's ref fails it. */
@@ -68,7 +78,12 @@ export class MemoryReader implements UncachedReader {
     if (failure) throw failure;
     return [...this.objects.values()]
       .filter((o) => o.apiVersion === apiVersion && o.kind === kind && (namespace === undefined || o.metadata?.namespace === namespace))
-      .map((o) => structuredClone(o) as T);
+      .map((o) => this.#copy(o) as T);
+  }
+
+  #copy(object: KubeObject): KubeObject {
+    const json = this.#json.get(object);
+    return json === undefined ? structuredClone(object) : (JSON.parse(json) as KubeObject);
   }
 }
 

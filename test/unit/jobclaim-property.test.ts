@@ -4,16 +4,21 @@
 // order, numeric and string quantities, extra and removed fields, and hostile values (lone surrogates, NaN, -0,
 // class instances, toJSON, nesting past the canonical depth bound). Agreement is on the whole outcome: the verdict
 // with its reason, or the error thrown. Beside agreement, an oracle of its own: a mutation that changes nothing
-// the judge binds leaves the answer as it was, and one that changes what it binds is refused.
+// the judge binds leaves the answer as it was, and one that changes what it binds is refused. The answers kept
+// for the next caller (quantity values, the hashes in Job names and operation-ID labels, lockTimeout) are held to
+// computing them afresh, on repeats near and far back, past what is kept, and on inputs too long to keep.
 //
 // Replay a run with PTAH_PROPERTY_SEED=<seed>; PTAH_PROPERTY_CASES=<n> changes the number of cases per property.
 import type { V1Job } from '@kubernetes/client-node';
 import t from 'tap';
-import { canonicalJson, digest, MAX_CANONICAL_DEPTH } from '../../src/shared/canonical.js';
-import { buildOperationJob, type ClaimedOperation, type OperationJobInput } from '../../src/shared/job/index.js';
+import { canonicalJson, digest, MAX_CANONICAL_DEPTH, recentSha256Hex, sha256Hex } from '../../src/shared/canonical.js';
+import { DurationError, parseDuration } from '../../src/shared/api/duration.js';
+import { buildOperationJob, JobBuildError, operationIdLabelValue, type ClaimedOperation, type OperationJobInput } from '../../src/shared/job/index.js';
 import { jsonEqual, plainObject, toPlain } from '../../src/shared/job/plain.js';
-import { withQuantityValues } from '../../src/shared/job/quantity.js';
+import { quantityValue, withQuantityValues } from '../../src/shared/job/quantity.js';
 import { CLEANUP_TTL_SECONDS, match, type BindingInForce, type ClaimOwner, type JobClaim, type MatchMode } from '../../src/shared/jobclaim.js';
+import { jobNameFor, type JobNameInput } from '../../src/shared/naming.js';
+import { MAX_LOCK_TIMEOUT_MS } from '../../src/shared/runner-env.js';
 import { normalizedPodSpec, resolveSnapshot, templateDigestOf } from '../../src/shared/podintent.js';
 import { CASES, EPOCH, inputFor, JOB_UID, snapshotted, stored } from './job-fixtures.js';
 import * as reference from './jobclaim-reference.js';
@@ -288,6 +293,7 @@ const JOB_MUTATIONS: [name: string, effect: Effect, apply: (r: Random, job: Tree
   ['a second owner', 'refuse', (_r, job) => void job.metadata.ownerReferences.push({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'y' })],
   ['another name', 'refuse', (_r, job) => void (job.metadata.name = 'ptah-other-job')],
   ['another namespace', 'refuse', (_r, job) => void (job.metadata.namespace = 'team-b')],
+  ['an extra metadata field beside equal labels', 'any', (r, job) => void (job.metadata[r.pick(['finalizers', 'generateName', 'deletionGracePeriodSeconds'])] = r.pick([['x'], 'ptah-', 0]))],
   ['another Job-level field', 'refuse', (r, job) => void (job.spec[r.pick(['backoffLimit', 'parallelism', 'completions'])] = 3)],
   ['a suspended Job', 'refuse', (_r, job) => void (job.spec.suspend = true)],
   ['a host-network Pod', 'refuse', (_r, job) => void (podSpecOf(job).hostNetwork = true)],
@@ -561,4 +567,105 @@ t.test('the digest memo holds only what hashes to its key: a refused template st
   const snapshot = input.claim.admissionSnapshot!;
   const forged = { ...input.claim, admissionSnapshot: { ...snapshot, serviceAccount: 'root' } } as ClaimedOperation;
   t.match(match(live, forged as JobClaim, fixed), { ok: false, reason: /does not hash to its recorded digest/ }, 'a snapshot body that does not hash to its digest, after the right one');
+});
+
+/** Spellings a Job may hold: quantities, near misses, numbers, and spellings longer than the parser keeps answers for. */
+function randomSpelling(r: Random): string | number {
+  const digits = (n: number) => Array.from({ length: n }, () => String(r.int(10))).join('');
+  return r.pick<() => string | number>([
+    () => r.pick(Object.keys(ALT_QUANTITY)),
+    () => r.pick(Object.values(ALT_QUANTITY).flat()),
+    () => `${r.pick(['', '+', '-'])}${digits(1 + r.int(4))}${r.pick(['', '.', `.${digits(2)}`])}${r.pick(['', 'm', 'Ki', 'Mi', 'Gi', 'k', 'M', 'e3', 'E-2', 'x', ' '])}`,
+    () => r.pick(['', ' 1 ', '1 Gi', '1KiB', '1e', '--1', '1.2.3', '.5', '5.', 'NaN']),
+    () => randomNumber(r),
+    // Past the longest spelling whose answer is kept (64), and near it.
+    () => `${digits(60 + r.int(10))}${r.pick(['', 'm', 'Mi'])}`,
+  ])();
+}
+
+t.test(`quantityValue gives the uncached parser's answer, on ${CASES_PER_PROPERTY * 2} random spellings (repeats, long ones, past the kept 256)`, async (t) => {
+  const r = generator(SEED ^ 0x9a17);
+  const seen: (string | number)[] = [];
+  const wrong: string[] = [];
+  let kept = 0;
+  for (let i = 0; i < CASES_PER_PROPERTY * 2; i++) {
+    // Half of the calls repeat an earlier spelling, near or far back, so answers are read both kept and forgotten.
+    const spelling = seen.length > 0 && r.chance(0.5) ? seen[seen.length - 1 - r.int(Math.min(seen.length, r.chance(0.5) ? 16 : 600))]! : randomSpelling(r);
+    seen.push(spelling);
+    const fast = outcome(() => quantityValue(spelling));
+    const slow = outcome(() => reference.quantityValue(spelling));
+    if (!same(fast, slow)) wrong.push(`case ${i}: ${JSON.stringify(String(spelling))}: ${JSON.stringify(fast)} vs ${JSON.stringify(slow)}`);
+    if ('verdict' in fast && fast.verdict !== undefined) kept++;
+  }
+  t.same(wrong.slice(0, 5), [], `no difference (${wrong.length} in all)`);
+  t.ok(kept >= CASES_PER_PROPERTY / 2, `spellings that are quantities: ${kept}`);
+  // A number and the string it is written as are one spelling; a spelling is read after trimming, whatever is kept.
+  t.equal(quantityValue(0.25), reference.quantityValue('0.25'));
+  t.equal(quantityValue(' 250m '), quantityValue('250m'));
+  t.equal(quantityValue(`${'1'.repeat(70)}m`), reference.quantityValue(`${'1'.repeat(70)}m`), 'a spelling too long to keep');
+});
+
+t.test(`the kept hashes of Job names and operation-ID labels are hashing's, on ${CASES_PER_PROPERTY} random inputs`, async (t) => {
+  const r = generator(SEED ^ 0x4a5e);
+  const wrong: string[] = [];
+  const seen: string[] = [];
+  for (let i = 0; i < CASES_PER_PROPERTY; i++) {
+    const text = seen.length > 0 && r.chance(0.5)
+      ? seen[seen.length - 1 - r.int(Math.min(seen.length, r.chance(0.5) ? 8 : 600))]!
+      : r.pick([() => randomString(r), () => digest(i), () => `${digest(i)}\0${r.int(3)}`, () => 'y'.repeat(1020 + r.int(10))])();
+    seen.push(text);
+    if (recentSha256Hex(text) !== sha256Hex(text)) wrong.push(`case ${i}: ${JSON.stringify(text.slice(0, 80))}`);
+    if (operationIdLabelValue(text) !== sha256Hex(text).slice(0, 16)) wrong.push(`case ${i}: the label of ${JSON.stringify(text.slice(0, 80))}`);
+  }
+  // Names that differ in one input each, and in an input a separator could shift into another: all distinct,
+  // each the hash of its own seed, whether it was kept or not.
+  const base: JobNameInput = { family: 'schema', ownerName: 'orders', ownerUid: 'uid-1', operationType: 'Apply', operationId: digest('op'), executionBindingId: EPOCH, inputFingerprint: digest('in'), attempt: 1 };
+  const variants: JobNameInput[] = [base, { ...base, ownerUid: 'uid-2' }, { ...base, operationId: digest('op2') }, { ...base, executionBindingId: OTHER_EPOCH },
+    { ...base, inputFingerprint: digest('in2') }, { ...base, attempt: 2 }, { ...base, operationType: 'Plan' }, { ...base, ownerUid: 'uid-1\0Apply' }];
+  const names = new Set<string>();
+  for (let round = 0; round < 2; round++) {
+    for (const input of variants) {
+      const name = jobNameFor(input);
+      const seed = [input.ownerUid, input.operationType, input.operationId, input.executionBindingId, input.inputFingerprint, String(input.attempt)].join('\0');
+      if (!name.endsWith(`-${sha256Hex(seed).slice(0, 16)}`)) wrong.push(`the name of ${JSON.stringify(input)} is not its seed's hash`);
+      names.add(name);
+    }
+  }
+  t.same(wrong.slice(0, 5), [], `no difference (${wrong.length} in all)`);
+  t.equal(names.size, variants.length, 'each input names its own Job, the second time as the first');
+});
+
+t.test(`a rebuild reads lockTimeout as parsing it afresh does, on ${CASES_PER_PROPERTY / 3} random spellings (repeats, refused and long ones)`, async (t) => {
+  const r = generator(SEED ^ 0x10c7);
+  const apply = CASES.find((c) => c.family === 'migration' && c.type === 'Apply')!;
+  const base = inputFor(apply);
+  const seen: string[] = [];
+  const wrong: string[] = [];
+  let refused = 0;
+  for (let i = 0; i < CASES_PER_PROPERTY / 3; i++) {
+    const spelling = seen.length > 0 && r.chance(0.5)
+      ? seen[seen.length - 1 - r.int(Math.min(seen.length, r.chance(0.5) ? 4 : 200))]!
+      : r.pick([() => `${1 + r.int(90)}${r.pick(['s', 'm', 'ms', 'h', 'us'])}`, () => `${r.int(3)}m${r.int(60)}s`, () => r.pick(['', '5', '1.5s', '-1s', 'soon', '30 s', '0s', '1h1h']), () => `${'1'.repeat(60 + r.int(10))}ms`])();
+    seen.push(spelling);
+    let expected: string;
+    try {
+      const ms = Math.ceil(parseDuration(spelling));
+      expected = ms >= 1 && ms <= MAX_LOCK_TIMEOUT_MS ? String(ms) : 'out of range';
+    } catch (e) {
+      if (!(e instanceof DurationError)) throw e;
+      expected = `spec.policy.lockTimeout: ${e.message}`;
+    }
+    let got: string;
+    try {
+      const job = buildOperationJob({ ...base, policy: { lockTimeout: spelling } });
+      got = job.spec!.template.spec!.containers[0]!.env!.find((v) => v.name === 'PTAH_LOCK_TIMEOUT_MS')!.value!;
+    } catch (e) {
+      if (!(e instanceof JobBuildError)) throw e;
+      got = e.message.startsWith('spec.policy.lockTimeout: ') ? e.message : 'out of range';
+      refused++;
+    }
+    if (got !== expected) wrong.push(`case ${i}: ${JSON.stringify(spelling)}: ${got} vs ${expected}`);
+  }
+  t.same(wrong.slice(0, 5), [], `no difference (${wrong.length} in all)`);
+  t.ok(refused > 0 && refused < CASES_PER_PROPERTY / 3, `refused spellings: ${refused}`);
 });

@@ -3,7 +3,9 @@
 // it looks at, structuredClone before every normalisation, and equality as equal canonical JSON. Only the tests
 // and bench/match.ts import it; product code has one judge. It shares with product code what did not change:
 // firstDifference (whose only dependency, jsonEqual, the property test holds to canonical JSON) and
-// snapshotProblem (whose toPlain it holds to the round trip).
+// snapshotProblem (whose toPlain it holds to the round trip). Quantities are read by the parser afresh, without the
+// answers it keeps now (quantityValue below); the property test holds the hashes the Job names are made of, kept
+// as well now, to hashing itself.
 import type { V1Job } from '@kubernetes/client-node';
 import { CanonicalJsonError, canonicalJson, digest, isDigest } from '../../src/shared/canonical.js';
 import { CLEANUP_TTL_SECONDS } from '../../src/shared/job/build.js';
@@ -18,7 +20,7 @@ import {
 } from '../../src/shared/job/metadata.js';
 import { isMutatingOperation, runnerOperationFor } from '../../src/shared/job/operations.js';
 import { firstDifference, isPlainObject, OK, refuse, type PlainObject, type PlainValue, type Verdict } from '../../src/shared/job/plain.js';
-import { quantityValue } from '../../src/shared/job/quantity.js';
+import { valueOfSpelling } from '../../src/shared/job/quantity.js';
 import type { BindingInForce, ClaimOwner, JobClaim, MatchMode } from '../../src/shared/jobclaim.js';
 import { claimJobName, type Family } from '../../src/shared/naming.js';
 import { snapshotProblem } from '../../src/shared/podintent.js';
@@ -346,4 +348,9 @@ function valueOf(quantity: PlainValue): PlainValue {
   if (typeof quantity !== 'string' && typeof quantity !== 'number') return quantity;
   const value = quantityValue(quantity);
   return value === undefined ? quantity : `quantity:${value}`;
+}
+
+/** The quantity parser of src/shared/job/quantity.ts without the answers it keeps, as it was before it kept them. */
+export function quantityValue(quantity: string | number): string | undefined {
+  return valueOfSpelling(String(quantity));
 }

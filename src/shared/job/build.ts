@@ -15,7 +15,7 @@ import type {
   V1VolumeMount,
 } from '@kubernetes/client-node';
 import { DurationError, parseDuration } from '../api/duration.js';
-import { canonicalJson, digest, isDigest } from '../canonical.js';
+import { canonicalJson, digest, isDigest, recentAnswers } from '../canonical.js';
 import { claimJobName, JobNameError, type Family } from '../naming.js';
 import { snapshotProblem, type SnapshotLike } from '../podintent.js';
 import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '../planstore.js';
@@ -442,12 +442,15 @@ function instant(value: string, field: string): number {
   return ms;
 }
 
+// Every rebuild of a resource's Job reads its one lockTimeout again; a refused spelling is refused each time.
+const recentDuration = recentAnswers(parseDuration, 64, 64);
+
 /** The lock wait in whole milliseconds, rounded up so the run never waits less than the spec asks. */
 function lockTimeoutOf(family: Family, policy: PolicySpec): number {
   const text = policy.lockTimeout ?? DEFAULT_LOCK_TIMEOUT[family];
   let ms: number;
   try {
-    ms = Math.ceil(parseDuration(text));
+    ms = Math.ceil(recentDuration(text));
   } catch (e) {
     if (e instanceof DurationError) throw new JobBuildError('InvalidInput', `spec.policy.lockTimeout: ${e.message}`);
     throw e;

@@ -1,7 +1,7 @@
 // The names an operation Job carries: its owner reference, labels and annotations (identical on the Job and its
 // Pod template), the identity the API server generates for it, and the rules for metadata a resource declares
 // in spec.execution.podMetadata. The builder writes them and jobclaim.match reads them, from this one place.
-import { sha256Hex } from '../canonical.js';
+import { recentSha256Hex } from '../canonical.js';
 import type { Family } from '../naming.js';
 
 export const OWNER_API_VERSION = 'operator.ptah.run/v1alpha1';
@@ -57,7 +57,7 @@ const SUBJECT_LABEL: Record<Family, string> = { schema: JOB_LABELS.schema, migra
 
 /** First 8 bytes (16 hex) of SHA-256 of the full operation ID: short enough for a label value, unique enough to select by. */
 export function operationIdLabelValue(operationId: string): string {
-  return sha256Hex(operationId).slice(0, 16);
+  return recentSha256Hex(operationId).slice(0, 16);
 }
 
 /** The five labels the operator fixes on every operation Job of a claim. */

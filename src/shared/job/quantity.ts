@@ -1,6 +1,7 @@
 // Kubernetes resource quantities compared by value. The API server stores a quantity in its canonical spelling
 // ("0.5" comes back as "500m", "1024Mi" as "1Gi"), so a rebuilt Job and its stored copy may spell one amount two
 // ways; both the template digest and the spec comparison read it as an exact fraction instead.
+import { recentAnswers } from '../canonical.js';
 import { isPlainObject, type PlainObject, type PlainValue } from './plain.js';
 
 const QUANTITY = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei)|(n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d{1,3}))?$/;
@@ -9,7 +10,15 @@ const DECIMAL_EXPONENT: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M:
 
 /** The exact value of a quantity as a reduced fraction (`"1/2"` for "500m"), or undefined when it is not one. */
 export function quantityValue(quantity: string | number): string | undefined {
-  const match = QUANTITY.exec(String(quantity).trim());
+  return recentValue(String(quantity));
+}
+
+// Every Job judged spells the same few amounts; the answer depends on the spelling alone.
+const recentValue = recentAnswers(valueOfSpelling, 256, 64);
+
+/** quantityValue of `String(quantity)` worked out afresh, every time: what the kept answers are held to. */
+export function valueOfSpelling(spelling: string): string | undefined {
+  const match = QUANTITY.exec(spelling.trim());
   if (!match) return undefined;
   const [, sign, number, binary, decimal, exponent] = match;
   const [whole = '', fraction = ''] = number!.split('.');
