@@ -39,6 +39,17 @@ export function recordedComponentsMoved(pass: AnyPass, binding: ExecutionBinding
   return binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision;
 }
 
+/**
+ * The binding to write when no bound component moved: a first one under a new epoch when none is in force, or the
+ * one in force with this manager's identity recorded (its epoch kept). Undefined when nothing is to be written
+ * here: this manager's binding is in force, or a bound component moved, which is a rotation, each family's own.
+ */
+export function bindingToRecord(pass: AnyPass, current: ExecutionBinding | undefined): ExecutionBinding | undefined {
+  if (!current) return bindingOf(pass, newEpoch());
+  if (boundComponentsMoved(pass, current) || !recordedComponentsMoved(pass, current)) return undefined;
+  return bindingOf(pass, current.epoch);
+}
+
 /** The message a rotation announces: what moved, and that the old epoch's plans and approvals authorize nothing. */
 export function rotationMessage(pass: AnyPass, current: ExecutionBinding): string {
   const m = pass.deps.manager;

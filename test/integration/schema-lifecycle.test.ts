@@ -2,9 +2,9 @@
 // an additive change with a fresh approval (the old one goes Stale), a destructive change held Blocked.
 import t from 'tap';
 import { leaseNameFor } from '../../src/shared/realm.js';
-import { sleep } from '../../tools/stack/wait.js';
+import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { leaseHolding } from './migration-world.js';
-import { schemaJobsOf, schemaWorld } from './schema-world.js';
+import { schemaJobsOf, schemaWorld, watchSchemas } from './schema-world.js';
 
 const R1 = `CREATE TABLE products (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -51,6 +51,7 @@ t.test('a suspended schema reads and runs nothing, and its status says which gen
   const secret = await w.installSample(db);
   await w.desired('catalog-r1', R1);
   await w.startController();
+  const seen = await watchSchemas(t, w, 'catalog');
   const created = await w.createSchema({ name: 'catalog', artifact: 'catalog-r1', secret, apply: 'Always', suspend: true });
   const suspended = await w.waitFor('catalog', 'Suspended', (s) => (s.status?.phase === 'Suspended' ? s : undefined));
   t.equal(suspended.status?.observedGeneration, created.metadata.generation, 'status.observedGeneration is the generation the Suspended report is of');
@@ -59,6 +60,11 @@ t.test('a suspended schema reads and runs nothing, and its status says which gen
   t.equal(again.status?.conditions?.find((c) => c.type === 'Ready')?.observedGeneration, edited.metadata.generation, 'and so does its Ready condition');
   t.same(schemaJobsOf(w, 'observe', 'catalog'), [], 'no Observe Job ran');
   t.same(await w.tables(db), [], 'the database was not touched');
+  // One status write at creation and one after the edit: the binding, the generation and the report go together.
+  await waitFor(async () => (seen.some((s) => s.metadata.resourceVersion === again.metadata.resourceVersion) ? true : undefined), { what: 'the watch to see the last write', timeoutMs: 30_000 });
+  const written = seen.filter((s, i) => Object.keys(s.status ?? {}).length > 0 && JSON.stringify(s.status) !== JSON.stringify(seen[i - 1]?.status));
+  t.same(written.map((s) => [s.status?.phase, s.status?.observedGeneration, s.status?.executionBinding?.epoch !== undefined]),
+    [['Suspended', created.metadata.generation, true], ['Suspended', edited.metadata.generation, true]], 'every status written was the Suspended report of the generation it names');
 });
 
 t.test('a plan that changes privileges needs an approval even under Always; a locking one shows its locking statements to the approver', async (t) => {

@@ -5,7 +5,7 @@
 // first, so the epoch moves on the next pass once no claim is in flight.
 import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
-import { bindingOf, boundComponentsMoved, newEpoch, recordedComponentsMoved, rotationMessage } from '../binding.js';
+import { bindingOf, bindingToRecord, boundComponentsMoved, newEpoch, rotationMessage } from '../binding.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { retireMigrationClaim } from './retire.js';
 import { finishUncertainMigrationApply } from './uncertain.js';
@@ -17,15 +17,14 @@ import { writeMigrationStatus } from './status.js';
  */
 export async function reconcileMigrationExecutionBinding(pass: MigrationPass): Promise<PassEnd | undefined> {
   const current = pass.status.executionBinding;
-  if (!current) {
-    await writeMigrationStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, newEpoch()) });
-    return endPass('execution binding installed');
-  }
-  if (!boundComponentsMoved(pass, current)) {
-    if (!recordedComponentsMoved(pass, current)) return undefined;
-    // A release that keeps the binding and changes only the manager's identity adopts every run in flight.
-    await writeMigrationStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, current.epoch) });
-    return endPass('execution binding record updated');
+  if (!current || !boundComponentsMoved(pass, current)) {
+    const binding = bindingToRecord(pass, current);
+    // With no claim in flight the idle preamble (src/controller/idle.ts) writes it, with the generation and the
+    // report, in one write.
+    if (!binding || !pass.claim) return undefined;
+    // Under a claim the epoch is kept: a release that changes only the manager's identity adopts the run in flight.
+    await writeMigrationStatus(pass, { ...pass.status, executionBinding: binding });
+    return endPass(current ? 'execution binding record updated' : 'execution binding installed');
   }
   const claim = pass.claim;
   const operation = claim && migrationOperation(claim.type);

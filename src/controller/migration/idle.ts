@@ -1,15 +1,15 @@
-// No claim in flight: settle acknowledgments (even while suspended), stop at a suspension, resolve and verify the
-// artifact, take a History reading when there is no fresh one, and from a fresh reading with a current plan claim
-// the Apply the policy allows. An unresolved run stops everything but readings and acknowledgments.
+// No claim in flight: settle acknowledgments (even while suspended), then the idle preamble both families share
+// (src/controller/idle.ts: binding, generation, suspension, engine, realm), resolve and verify the artifact, take a
+// History reading when there is no fresh one, and from a fresh reading with a current plan claim the Apply the policy
+// allows. An unresolved run stops everything but readings and acknowledgments.
 import { parseDuration } from '../../shared/api/duration.js';
-import { SUPPORTED_ENGINE } from '../../shared/api/shapes.js';
 import { settleUnresolvedRunByAcknowledgment } from './acknowledgment.js';
 import { findMigrationApproval } from './approval.js';
 import { resolveArtifact, samePin } from '../artifact.js';
 import { claimMigrationApply, claimMigrationHistory } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { currentMigrationPlan } from './plan.js';
-import { realmRefusal } from '../realm-authorization.js';
+import { idlePreamble } from '../idle.js';
 import { holdForRealm, realmCensus } from '../realm-census.js';
 import { publishReport, statusWithCondition, writeMigrationStatus, type Report } from './status.js';
 import { unresolvedMessage } from './unresolved.js';
@@ -36,20 +36,14 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
   if (acknowledged) return acknowledged;
 
   const intervalMs = parseDuration(pass.m.spec.interval);
-  if (pass.status.observedGeneration !== pass.generation) {
-    // The spec changed since the reading: what was read and planned is read again under the new spec.
-    await writeMigrationStatus(pass, { ...pass.status, observedGeneration: pass.generation, nextReconciliationTime: pass.nowIso() });
-    return endPass('spec changed: a new reading is due');
-  }
-  if (pass.m.spec.suspend) {
-    return report(pass, { phase: 'Suspended', reason: 'Suspended', message: 'spec.suspend is true: nothing is read or run; acknowledgments are still taken' }, 'suspended', intervalMs);
-  }
-  const engine = pass.m.spec.target.engine;
-  if (engine !== SUPPORTED_ENGINE) {
-    return report(pass, { phase: 'Blocked', reason: 'UnsupportedEngine', message: `engine ${JSON.stringify(engine)} is not supported; only ${SUPPORTED_ENGINE} is` }, 'unsupported engine', intervalMs);
-  }
-  const refused = await realmRefusal(pass);
-  if (refused) return holdForRealm(pass, publishReport, refused, intervalMs);
+  const held = await idlePreamble(pass, {
+    status: pass.status,
+    intervalMs,
+    suspendedMessage: 'spec.suspend is true: nothing is read or run; acknowledgments are still taken',
+    write: (next, r) => writeMigrationStatus(pass, next, r),
+    publish: (r) => publishReport(pass, r),
+  });
+  if (held) return held;
 
   const retryMs = parseDuration(pass.m.spec.execution?.failureRetryInterval ?? '30s');
   const artifact = await resolveArtifact(pass, pass.m.spec.artifact);

@@ -6,7 +6,7 @@
 // other rotation starts while the record stands. No phase or condition reason takes part in any of this.
 import type { PendingBindingRetirement, PtahSchemaStatus } from '../../shared/api/schema-kinds.js';
 import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
-import { bindingOf, boundComponentsMoved, newEpoch, recordedComponentsMoved, rotationMessage } from '../binding.js';
+import { bindingOf, bindingToRecord, boundComponentsMoved, newEpoch, rotationMessage } from '../binding.js';
 import { isJobTerminal } from '../evidence.js';
 import { giveJobCleanupTtl } from '../release.js';
 import { markSchemaPlanApprovalsStale } from './approval.js';
@@ -45,14 +45,13 @@ async function settleRetirement(pass: SchemaPass, met: { plan?: boolean; job?: b
 export async function reconcileSchemaExecutionBinding(pass: SchemaPass): Promise<PassEnd | undefined> {
   if (pass.status.pendingBindingRetirement) return reconcileBindingRetirement(pass);
   const current = pass.status.executionBinding;
-  if (!current) {
-    await writeSchemaStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, newEpoch()) });
-    return endPass('execution binding installed');
-  }
-  if (!boundComponentsMoved(pass, current)) {
-    if (!recordedComponentsMoved(pass, current)) return undefined;
-    await writeSchemaStatus(pass, { ...pass.status, executionBinding: bindingOf(pass, current.epoch) });
-    return endPass('execution binding record updated');
+  if (!current || !boundComponentsMoved(pass, current)) {
+    const binding = bindingToRecord(pass, current);
+    // With neither a claim nor a proof the idle preamble (src/controller/idle.ts) writes it, with the generation and
+    // the report, in one write.
+    if (!binding || (!pass.claim && !pass.status.pendingObservation)) return undefined;
+    await writeSchemaStatus(pass, { ...pass.status, executionBinding: binding });
+    return endPass(current ? 'execution binding record updated' : 'execution binding installed');
   }
   return rotateExecutionBinding(pass);
 }

@@ -1,8 +1,8 @@
-// No claim and no proof in flight: stop at a suspension or an unsupported engine, resolve and verify the desired
-// schema's artifact, observe when a reading is due (a spec edit makes it due), plan when the database drifted, and
-// from a current plan claim the Apply the policy allows.
+// No claim and no proof in flight: the idle preamble both families share (src/controller/idle.ts: binding,
+// generation, suspension, engine, realm), then resolve and verify the desired schema's artifact, observe when a
+// reading is due (a spec edit makes it due), plan when the database drifted, and from a current plan claim the Apply
+// the policy allows.
 import { parseDuration } from '../../shared/api/duration.js';
-import { SUPPORTED_ENGINE } from '../../shared/api/shapes.js';
 import { SCHEMA_ARTIFACT_KEY } from '../../shared/api/schema-kinds.js';
 import { approvalCondition, listApprovals } from '../approval.js';
 import { resolveArtifact, samePin } from '../artifact.js';
@@ -11,7 +11,7 @@ import { findSchemaApproval, markSchemaPlanApprovalsStale, SCHEMA_APPROVAL } fro
 import { claimSchemaApply, claimSchemaReading } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { currentSchemaPlan } from './plan.js';
-import { realmRefusal } from '../realm-authorization.js';
+import { idlePreamble } from '../idle.js';
 import { holdForRealm, realmCensus } from '../realm-census.js';
 import { planPolicy } from './policy.js';
 import { publishSchemaReport, writeSchemaStatus, type Report } from './status.js';
@@ -35,21 +35,14 @@ function readingDue(pass: SchemaPass): boolean {
 
 export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
   const intervalMs = parseDuration(pass.s.spec.interval);
-  // First, as in the migration family: every report after it (Suspended, Blocked, a realm refusal) is of this generation.
-  if (pass.status.observedGeneration !== pass.generation) {
-    // The spec changed since the reading: what was read and planned is read again under the new spec.
-    await writeSchemaStatus(pass, { ...pass.status, observedGeneration: pass.generation, nextReconciliationTime: pass.nowIso() });
-    return endPass('spec changed: a new reading is due');
-  }
-  if (pass.s.spec.suspend) {
-    return report(pass, { phase: 'Suspended', reason: 'Suspended', message: 'spec.suspend is true: nothing is read or run' }, 'suspended', intervalMs);
-  }
-  const engine = pass.s.spec.target.engine;
-  if (engine !== SUPPORTED_ENGINE) {
-    return report(pass, { phase: 'Blocked', reason: 'UnsupportedEngine', message: `engine ${JSON.stringify(engine)} is not supported; only ${SUPPORTED_ENGINE} is` }, 'unsupported engine', intervalMs);
-  }
-  const refused = await realmRefusal(pass);
-  if (refused) return holdForRealm(pass, publishSchemaReport, refused, intervalMs);
+  const held = await idlePreamble(pass, {
+    status: pass.status,
+    intervalMs,
+    suspendedMessage: 'spec.suspend is true: nothing is read or run',
+    write: (next, r) => writeSchemaStatus(pass, next, r),
+    publish: (r) => publishSchemaReport(pass, r),
+  });
+  if (held) return held;
 
   const retryMs = parseDuration(pass.s.spec.execution?.failureRetryInterval ?? '30s');
   const artifact = await resolveArtifact(pass, pass.s.spec.desired, SCHEMA_ARTIFACT_KEY);
