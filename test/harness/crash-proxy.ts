@@ -59,6 +59,8 @@ export interface CrashProxy {
   readonly requests: readonly RecordedRequest[];
   /** The writes (every method but GET), in arrival order. */
   writes(): RecordedRequest[];
+  /** TLS connections the manager has opened to the proxy so far (each a handshake on both sides). */
+  readonly connections: number;
   /**
    * Arms one kill: the first write `trigger` matches that the API server stores is followed by `kill()` before
    * its response is delivered. Resolves once the manager is dead. One kill may be armed at a time.
@@ -84,6 +86,9 @@ export interface CrashProxyOptions {
   /** The one namespace the manager sees. */
   namespace: string;
 }
+
+/** k8s.io/apiserver's secure serving: `IdleTimeout: 90 * time.Second`. */
+export const API_SERVER_IDLE_TIMEOUT_MS = 90_000;
 
 // Collections the controllers list and watch across namespaces that are namespaced: PtahRealm is cluster-scoped.
 const NAMESPACED_COLLECTION = /^\/(api\/v1|apis\/batch\/v1|apis\/operator\.ptah\.run\/[^/]+)\/(pods|jobs|ptah(?!realms$)[a-z]+)$/;
@@ -231,12 +236,20 @@ export async function startCrashProxy(options: CrashProxyOptions): Promise<Crash
       res.end(`crash proxy: ${e.message}`);
     });
   });
+  // An idle connection is kept 90 s, as kube-apiserver's secure serving does (IdleTimeout), not node's 5 s: a manager
+  // behind the proxy then makes the handshakes it would make against the API server itself.
+  server.keepAliveTimeout = API_SERVER_IDLE_TIMEOUT_MS;
+  let connections = 0;
+  server.on('secureConnection', () => (connections += 1));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
   return {
     url,
     requests,
+    get connections() {
+      return connections;
+    },
     writes: () => requests.filter((r) => r.method !== 'GET'),
     armKill(trigger, kill) {
       if (armed) throw new Error(`a kill is already armed (${armed.trigger.what})`);
