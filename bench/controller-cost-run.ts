@@ -17,7 +17,7 @@ import type { KubeObject } from '../src/shared/kube-client.js';
 import { sharedCluster } from '../tools/stack/cluster.js';
 import { sleep, waitFor } from '../tools/stack/wait.js';
 import type { RecordedRequest } from '../test/harness/crash-proxy.js';
-import { crashSchemaWorld, crashWorld, type CrashBase, type CrashWorld } from '../test/integration/crash-world.js';
+import { crashSchemaWorld, crashWorld, type CrashBase, type CrashWorld, type ManagerBuild } from '../test/integration/crash-world.js';
 import { processFigures } from './measure.js';
 import type { MigrationWorld } from '../test/integration/migration-world.js';
 import type { SchemaWorld } from '../test/integration/schema-world.js';
@@ -33,6 +33,10 @@ export interface CostOptions {
   settleSeconds: number;
   /** Keep the manager's own webhooks registered (admission reads then count in its traffic too). */
   managerWebhooks: boolean;
+  /** Run the compiled manager (`dist/`, `npm run build` done) at info level, as production does; else tsx at debug. */
+  compiled: boolean;
+  /** Node's `--cpu-prof` into this directory for each manager: it is written when the manager exits on SIGTERM. */
+  cpuProfileDir?: string;
   timeoutMs: number;
   log(line: string): void;
 }
@@ -54,6 +58,8 @@ export interface FamilyCost {
   leaderElection: RequestTally;
   /** Requests the proxy forwarded in the window: equal to the counter's total when the counter is right. */
   proxied: number;
+  /** TLS connections the manager opened to the proxy in the window (each a handshake). */
+  connections: number;
   managerCpuMs: number;
   /** The manager's CPU and requests per second while it has nothing to do. */
   idle: { cpuMsPerSecond: number; requestsPerSecond: number; requests: RequestTally };
@@ -224,18 +230,23 @@ interface Snapshot {
   requests: RequestTally;
   cpuMs: number;
   proxied: number;
+  connections: number;
 }
 
 async function snapshot(run: FamilyRun): Promise<Snapshot> {
   const manager = run.cw.manager!;
   const [requests, figures] = await Promise.all([scrapeRequests(manager.url), processFigures(manager.pid)]);
-  return { at: Date.now(), requests, cpuMs: figures.cpuSeconds * 1000, proxied: run.cw.proxy.requests.length };
+  return { at: Date.now(), requests, cpuMs: figures.cpuSeconds * 1000, proxied: run.cw.proxy.requests.length, connections: run.cw.proxy.connections };
 }
 
 export async function runControllerCost(t: Test, options: CostOptions): Promise<CostReport> {
   const say = options.log;
   const startedAt = new Date().toISOString();
-  const runs = [migrationRun(await crashWorld(t)), schemaRun(await crashSchemaWorld(t))];
+  const manager: ManagerBuild = {
+    ...(options.compiled ? { build: 'compiled', logLevel: 'info' } : {}),
+    ...(options.cpuProfileDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`] } : {}),
+  };
+  const runs = [migrationRun(await crashWorld(t, { manager })), schemaRun(await crashSchemaWorld(t, manager))];
   for (const run of runs) {
     await run.prepare(options.resources);
     await run.cw.startManager();
@@ -259,6 +270,11 @@ export async function runControllerCost(t: Test, options: CostOptions): Promise<
   const to = await Promise.all(runs.map(snapshot));
   const benchTo = benchCpuMs();
   const loadavgAfter = loadavg();
+  if (options.cpuProfileDir) {
+    // The profile is written at an orderly exit only.
+    await Promise.all(runs.map((run) => run.cw.stopManager()));
+    say(`the managers' CPU profiles are in ${options.cpuProfileDir}`);
+  }
 
   const families = runs.map((run, i): FamilyCost => {
     const window = run.cw.proxy.requests.slice(from[i]!.proxied, to[i]!.proxied);
@@ -275,6 +291,7 @@ export async function runControllerCost(t: Test, options: CostOptions): Promise<
       failures,
       leaderElection: leaderElectionOf(window),
       proxied: window.length,
+      connections: to[i]!.connections - from[i]!.connections,
       managerCpuMs: to[i]!.cpuMs - from[i]!.cpuMs,
       idle: {
         cpuMsPerSecond: (idleTo[i]!.cpuMs - idleFrom[i]!.cpuMs) / idleSeconds,
@@ -285,7 +302,7 @@ export async function runControllerCost(t: Test, options: CostOptions): Promise<
   });
   return {
     startedAt, loadavgBefore, loadavgAfter, node: process.version,
-    options: { resources: options.resources, idleSeconds: options.idleSeconds, settleSeconds: options.settleSeconds, managerWebhooks: options.managerWebhooks, timeoutMs: options.timeoutMs },
+    options: { resources: options.resources, idleSeconds: options.idleSeconds, settleSeconds: options.settleSeconds, managerWebhooks: options.managerWebhooks, compiled: options.compiled, timeoutMs: options.timeoutMs },
     families,
     benchCpuMs: { own: benchTo.own - benchFrom.own, children: benchTo.children - benchFrom.children },
   };
@@ -297,7 +314,7 @@ const perRow = (n: number, of: number) => (n / of).toFixed(2);
 export function costText(report: CostReport): string {
   const lines: string[] = [];
   lines.push(`node ${report.node}, started ${report.startedAt}, loadavg before ${report.loadavgBefore.map((l) => l.toFixed(2)).join(' ')}, after ${report.loadavgAfter.map((l) => l.toFixed(2)).join(' ')}`);
-  lines.push(`K=${report.options.resources} per family, manager webhooks ${report.options.managerWebhooks ? 'registered' : 'unregistered (admission by the world\'s service)'}, settle ${report.options.settleSeconds} s`);
+  lines.push(`K=${report.options.resources} per family, manager webhooks ${report.options.managerWebhooks ? 'registered' : 'unregistered (admission by the world\'s service)'}, settle ${report.options.settleSeconds} s, manager ${report.options.compiled ? 'compiled (node dist/, info logs)' : 'under tsx (debug logs)'}`);
   for (const f of report.families) {
     const jobs = Object.values(f.jobs).reduce((a, b) => a + b, 0);
     const lease = total(f.leaderElection);
@@ -306,7 +323,7 @@ export function costText(report: CostReport): string {
     lines.push(`== ${f.family}: ${f.resources} resources, ${jobs} Jobs (${Object.entries(f.jobs).map(([k, v]) => `${k} ${v}`).join(', ')}), ${f.seconds.toFixed(0)} s`);
     const watches = Object.entries(f.requests).filter(([key]) => key.startsWith('watch ')).reduce((sum, [, n]) => sum + n, 0);
     // A watch is counted when its answer's headers arrive (the first event or bookmark), the proxy records it on arrival.
-    lines.push(`counter total ${all} (${watches} watches), proxy forwarded ${f.proxied}; of them leader election ${lease}`);
+    lines.push(`counter total ${all} (${watches} watches), proxy forwarded ${f.proxied} over ${f.connections} new TLS connections; of them leader election ${lease}`);
     lines.push(`${'verb resource'.padEnd(34)} ${'total'.padStart(6)} ${'per resource'.padStart(13)} ${'per Job'.padStart(8)}`);
     const rows = Object.entries(f.requests).map(([key, n]) => [key, n - (f.leaderElection[key] ?? 0)] as const).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
     for (const [key, n] of rows) lines.push(`${key.padEnd(34)} ${String(n).padStart(6)} ${perRow(n, f.resources).padStart(13)} ${perRow(n, jobs).padStart(8)}`);

@@ -1,7 +1,9 @@
-// `npx tsx bench/controller-cost.ts [--resources K] [--idle-seconds S] [--settle-seconds S] [--manager-webhooks]`:
+// `npx tsx bench/controller-cost.ts [--resources K] [--idle-seconds S] [--settle-seconds S] [--manager-webhooks]
+// [--compiled] [--cpu-prof DIR]`:
 // the controller's API requests and CPU per operation lifecycle (issue #10, DESIGN §8), measured by
 // bench/controller-cost-run.ts on a stack of its own (bench/on-stack.ts). Prints the report and writes it beside
 // itself as controller-cost-report.json.
+import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -12,6 +14,7 @@ const say = (line: string) => process.stderr.write(`[controller-cost] ${line}\n`
 const { values } = parseArgs({
   options: {
     resources: { type: 'string' }, 'idle-seconds': { type: 'string' }, 'settle-seconds': { type: 'string' }, 'manager-webhooks': { type: 'boolean' },
+    compiled: { type: 'boolean' }, 'cpu-prof': { type: 'string' },
   },
 });
 const number = (v: string | undefined, fallback: number) => {
@@ -25,6 +28,8 @@ const options = {
   idleSeconds: number(values['idle-seconds'], 20),
   settleSeconds: number(values['settle-seconds'], 20),
   managerWebhooks: values['manager-webhooks'] ?? false,
+  compiled: values.compiled ?? false,
+  ...(values['cpu-prof'] ? { cpuProfileDir: values['cpu-prof'] } : {}),
   timeoutMs: 20 * 60_000,
   log: say,
 };
@@ -35,6 +40,10 @@ await runOnStack('controller cost', say, async () => {
   return {
     timeoutMs: options.timeoutMs + 10 * 60_000,
     async body(t) {
+      if (options.compiled) {
+        say('npm run build');
+        execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'ignore' });
+      }
       const report = await runControllerCost(t, options);
       await writeFile(join(REPO_ROOT, 'bench/controller-cost-report.json'), `${JSON.stringify(report, null, 2)}\n`);
       say(`\n${costText(report)}`);

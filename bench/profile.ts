@@ -6,37 +6,16 @@
 //   npx tsx bench/profile.ts <server .cpuprofile> <requests per target, warm-up included> [--top 40]
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string };
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
+import { readCpuProfile, sourceOf, type ProfileNode } from './cpuprofile.js';
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '40' } } });
 const [file, count] = positionals;
 const requests = Number(count);
 if (!file || !Number.isInteger(requests) || requests < 1) throw new Error('usage: bench/profile.ts <server .cpuprofile> <requests per target>');
 
-const profile = JSON.parse(await readFile(file, 'utf8')) as Profile;
-const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-const parent = new Map<number, number>();
-for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+const profile = readCpuProfile(await readFile(file, 'utf8'));
+const { byId, parent } = profile;
 const name = (n: ProfileNode) => `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.split('/').slice(-2).join('/')}`;
-/** A package under node_modules, a node: module, a file of this repository, or the VM's own entry ((garbage collector), a RegExp). */
-function sourceOf(n: ProfileNode): string {
-  const { url, functionName } = n.callFrame;
-  if (!url) return functionName.startsWith('RegExp:') ? '(regular expressions)' : functionName;
-  const packageName = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (packageName) return packageName[1]!;
-  if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0]}`;
-  return url.replace(/^file:\/\//, '').replace(`${process.cwd()}/`, '');
-}
 const stacks = new Map<number, string[]>();
 const stackOf = (id: number): string[] => {
   let stack = stacks.get(id);

@@ -1,4 +1,4 @@
-// `npx tsx bench/scale.ts [--resources N] [--idle-seconds S]`: the manager with N resources and its informers
+// `npx tsx bench/scale.ts [--resources N] [--idle-seconds S] [--node-option FLAG]...`: the manager with N resources and its informers
 // synced, no Jobs (issue #10: "N = 1,000 resources: manager RSS ≤ 100 MiB, and the time for one reconcile sweep").
 // N/2 PtahMigrations and N/2 PtahSchemas, all `suspend: true` (each pass reads nothing and runs nothing; it only
 // reports Suspended), are created in one namespace while no manager runs. Then the compiled manager
@@ -15,7 +15,9 @@ import { countBy, processFigures, requestClass } from './measure.js';
 import { runOnStack } from './on-stack.js';
 
 const say = (line: string) => process.stderr.write(`[scale] ${line}\n`);
-const { values } = parseArgs({ options: { resources: { type: 'string' }, 'idle-seconds': { type: 'string' } } });
+const { values } = parseArgs({ options: { resources: { type: 'string' }, 'idle-seconds': { type: 'string' }, 'node-option': { type: 'string', multiple: true } } });
+// Flags for the manager's node (heap sizes to try), before its entry.
+const nodeArgs = values['node-option'] ?? [];
 const resources = Number(values.resources ?? 1000);
 const idleSeconds = Number(values['idle-seconds'] ?? 120);
 if (!Number.isInteger(resources) || resources < 2) throw new Error(`--resources must be an integer ≥ 2, not ${values.resources}`);
@@ -32,7 +34,7 @@ await runOnStack('scale', say, async () => {
     async body(tt) {
       say('npm run build');
       execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'ignore' });
-      const cw = await crashWorld(tt, { schemas: true, manager: { build: 'compiled', logLevel: 'info' } });
+      const cw = await crashWorld(tt, { schemas: true, manager: { build: 'compiled', logLevel: 'info', nodeArgs } });
       const { w } = cw;
       const migration = sampleOf<KubeObject & { spec: { suspend?: boolean } }>(await sampleObjects(SAMPLE), 'PtahMigration');
       const schema = sampleOf<KubeObject & { spec: { suspend?: boolean } }>(await sampleObjects(SCHEMA_SAMPLE), 'PtahSchema');
@@ -44,7 +46,7 @@ await runOnStack('scale', say, async () => {
       });
       const created = Date.now();
       for (let i = 0; i < objects.length; i += 16) await Promise.all(objects.slice(i, i + 16).map((o) => w.admin.create(o)));
-      say(`${resources} resources created in ${((Date.now() - created) / 1000).toFixed(1)} s; starting the manager`);
+      say(`${resources} resources created in ${((Date.now() - created) / 1000).toFixed(1)} s; starting the manager${nodeArgs.length ? ` (node ${nodeArgs.join(' ')})` : ''}`);
 
       const load = loadavg().map((l) => l.toFixed(2)).join(' ');
       const manager = await cw.startManager();

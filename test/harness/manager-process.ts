@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { join } from 'node:path';
+import { MANAGER_NODE_OPTIONS } from '../../src/shared/api/deployment.js';
 import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
 import { REPO_ROOT } from '../../tools/stack/paths.js';
 import { startProcess, type ManagedProcess, type ProcessExit } from '../../tools/stack/processes.js';
@@ -28,12 +29,14 @@ export interface ManagerProcessOptions {
   /** Two dispatch steps to exchange: the deliberately wrong manager. */
   order?: readonly [DispatchStep, DispatchStep];
   /**
-   * `compiled` runs `node dist/src/main.js`, as production does (`npm run build` first): the benchmarks measure
+   * `compiled` runs `node dist/src/main.js` with the Deployment's node flags, as production does (`npm run build` first): the benchmarks measure
    * that. The default runs the source under tsx, which needs no build.
    */
   build?: 'source' | 'compiled';
   /** Default `debug`: the tests read the manager's decisions from its log. */
   logLevel?: 'debug' | 'info';
+  /** Options for node itself, before the entry (a benchmark's `--cpu-prof`); after the Deployment's, so they win. */
+  nodeArgs?: readonly string[];
 }
 
 export interface ManagerProcess {
@@ -44,6 +47,8 @@ export interface ManagerProcess {
   readonly exited: Promise<ProcessExit>;
   /** SIGKILL to the process group; resolves once the leader is gone. */
   kill(): Promise<void>;
+  /** SIGTERM, then SIGKILL after 30 s; resolves once it exited (an orderly exit writes a `--cpu-prof` profile). */
+  stop(): Promise<ProcessExit>;
   /** Resolves with the time (ms since the epoch) the log first shows `line`. */
   waitForLog(line: string, timeoutMs: number): Promise<number>;
   logTail(lines?: number): string;
@@ -55,10 +60,13 @@ export const LEADING = 'leading: starting controllers';
 /** Starts the manager and waits until it serves /healthz. */
 export async function startManagerProcess(options: ManagerProcessOptions): Promise<ManagerProcess> {
   if (options.order && options.build === 'compiled') throw new Error('the swapped manager runs from source only');
-  const entry = options.order ? ['--import', 'tsx', join(REPO_ROOT, 'test/harness/manager-swapped-main.ts')]
-    : options.build === 'compiled' ? [join(REPO_ROOT, 'dist/src/main.js')] : ['--import', 'tsx', join(REPO_ROOT, 'src/main.ts')];
+  const compiled = options.build === 'compiled';
+  const flags = compiled ? MANAGER_NODE_OPTIONS : ['--import', 'tsx'];
+  const script = options.order ? 'test/harness/manager-swapped-main.ts' : compiled ? 'dist/src/main.js' : 'src/main.ts';
   const args = [
-    ...entry,
+    ...flags,
+    ...(options.nodeArgs ?? []),
+    join(REPO_ROOT, script),
     ...(options.order ? ['--swap', options.order.join(',')] : []),
     '--kubeconfig', options.kubeconfig,
     '--cert-dir', options.certDir,
@@ -82,6 +90,7 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     async kill() {
       await child.stop(0);
     },
+    stop: () => child.stop(30_000),
     async waitForLog(line, timeoutMs) {
       return waitFor(async () => logTimeOf(await readFile(options.logFile, 'utf8'), line), { what: `${options.name} to log "${line}"`, timeoutMs, intervalMs: 100, process: child });
     },

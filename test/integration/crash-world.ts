@@ -35,7 +35,7 @@ export const NAME = 'orders';
 export type Swap = readonly [DispatchStep, DispatchStep];
 
 /** How the crash world runs its manager processes (the benchmarks run the compiled manager at info level). */
-export type ManagerBuild = Pick<ManagerProcessOptions, 'build' | 'logLevel'>;
+export type ManagerBuild = Pick<ManagerProcessOptions, 'build' | 'logLevel' | 'nodeArgs'>;
 
 /** What of a test world the crash world uses: its namespace and an admin client. */
 export interface CrashBase {
@@ -55,6 +55,8 @@ export interface CrashWorld<W extends CrashBase = MigrationWorld> {
   startManager(order?: Swap, runnerImage?: string): Promise<ManagerProcess>;
   /** Kills the running manager now, wherever it is; returns when it was dead (ms since the epoch). */
   killNow(): Promise<number>;
+  /** Stops the running manager with SIGTERM and waits for its orderly exit. */
+  stopManager(): Promise<void>;
   /** Arms a kill of the manager running when `trigger`'s write arrives; resolves once it is dead. */
   killOn(trigger: KillTrigger): Promise<FiredKill>;
   /**
@@ -78,8 +80,8 @@ export async function crashWorld(t: Test, options: { schemas?: boolean; manager?
 }
 
 /** The schema world (schema-world.ts's namespace, database and helpers) with the manager as a real process. */
-export async function crashSchemaWorld(t: Test): Promise<CrashWorld<SchemaWorld>> {
-  return crashWorldOn(t, await schemaWorld(t), ['PtahSchema']);
+export async function crashSchemaWorld(t: Test, manager?: ManagerBuild): Promise<CrashWorld<SchemaWorld>> {
+  return crashWorldOn(t, await schemaWorld(t), ['PtahSchema'], manager);
 }
 
 /**
@@ -143,6 +145,12 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
       manager = undefined;
       await running.kill();
       return Date.now();
+    },
+    async stopManager() {
+      const running = manager;
+      if (!running) throw new Error('no manager is running');
+      manager = undefined;
+      await running.stop();
     },
     killOn(trigger) {
       // Whichever manager is running when the write arrives is the one that dies.
