@@ -1,8 +1,9 @@
 // The part of a family's side of the shared dispatch sequence that both families build alike: the claim re-read
 // from the pass on every step (so a later step never acts on a claim that moved), the withdrawal of a claim whose
-// authorization moved (Event and all), spending the approval with "gone" turned into a withdrawal, and the Events
-// the driver asks for. Each family supplies how it authorizes, what it stages, how it builds its Job, and where its
-// claim and records live.
+// authorization moved (Event and all), spending the approval with "gone" turned into a withdrawal, the report that
+// the Job runs carried by the write that records its UID, and the Events the driver asks for. Each family supplies
+// how it authorizes, what it stages, how it builds its Job, what it reports while the Job runs, and where its claim
+// and records live.
 import type { V1Job } from '@kubernetes/client-node';
 import { API_VERSION } from '../shared/api/names.js';
 import type { ActiveOperation } from '../shared/api/shapes.js';
@@ -11,8 +12,9 @@ import { DispatchRefused, type Authorization, type ClaimWrite, type DispatchFami
 import type { OperationAnswers } from '../shared/lifecycle/operations.js';
 import { ApprovalGoneError } from './approval.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
+import type { Report } from './status.js';
 
-export interface FamilyDispatchSpec {
+export interface FamilyDispatchSpec<P extends string> {
   family: 'schema' | 'migration';
   operation: OperationAnswers;
   /** Step 1 for the claim as it now stands. */
@@ -24,12 +26,14 @@ export interface FamilyDispatchSpec {
   consume(claim: ActiveOperation): Promise<void>;
   /** Retires the undispatched claim (disposition discard), writing `reason` and `message` as its report. */
   withdraw(reason: string, message: string): Promise<void>;
-  writeClaim(claimId: string, fields: ClaimWrite): Promise<void>;
+  writeClaim(claimId: string, fields: ClaimWrite, report?: Report<P>): Promise<void>;
+  /** What supervision reports while the claim's Job runs; the write that records the Job's UID publishes it. */
+  running(claim: ActiveOperation): Report<P>;
   finishUncertain(reason: string, message: string): Promise<void>;
   retryReadOnly(why: string): Promise<unknown>;
 }
 
-export function familyDispatch(pass: OwnerPass<OwnerResource>, claim: ActiveOperation, spec: FamilyDispatchSpec): DispatchFamily {
+export function familyDispatch<P extends string>(pass: OwnerPass<OwnerResource>, claim: ActiveOperation, spec: FamilyDispatchSpec<P>): DispatchFamily {
   const id = claim.id;
   const current = (): ActiveOperation => {
     const now = pass.claim;
@@ -61,7 +65,9 @@ export function familyDispatch(pass: OwnerPass<OwnerResource>, claim: ActiveOper
         return false;
       }
     },
-    writeClaim: (fields) => spec.writeClaim(id, fields),
+    // The record step's write: the Job was created and read back, so the report says it runs, and the first
+    // supervision pass, finding it running, has nothing to write.
+    writeClaim: (fields) => spec.writeClaim(id, fields, fields.jobUID ? spec.running(current()) : undefined),
     finishUncertain: (reason, message) => spec.finishUncertain(reason, message),
     retryReadOnly: async (why) => {
       await spec.retryReadOnly(why);

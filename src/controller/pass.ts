@@ -7,6 +7,7 @@ import type { ActiveOperation } from '../shared/api/shapes.js';
 import type { Clock } from '../shared/clock.js';
 import type { KubeClient, KubeObject, ResourceRef } from '../shared/kube-client.js';
 import type { DispatchOrder } from '../shared/lifecycle/dispatch.js';
+import { PassLeases } from '../shared/lifecycle/leases.js';
 import type { Logger } from '../shared/logger.js';
 import { realmDigestOf, type RealmTarget } from '../shared/realm.js';
 import type { TargetLock } from '../shared/targetlock.js';
@@ -71,6 +72,8 @@ export interface OwnerResource extends KubeObject {
 }
 
 export class OwnerPass<R extends OwnerResource> {
+  private leases?: PassLeases;
+
   constructor(
     readonly deps: OwnerDeps,
     /** The resource as the API server last returned it to this pass. */
@@ -99,11 +102,13 @@ export class OwnerPass<R extends OwnerResource> {
   }
 
   /**
-   * The Leases of this resource's realm. The CRD forbids switching between coordinationKey and realmRef, so every
-   * digest this resource ever recorded has its Lease in the namespace chosen here.
+   * The Leases of this resource's realm, as this pass sees them (what it renewed is remembered for the dispatch
+   * sequence's lease step). The CRD forbids switching between coordinationKey and realmRef, so every digest this
+   * resource ever recorded has its Lease in the namespace chosen here.
    */
-  get lock(): TargetLock {
-    return this.deps.lockFor(this.obj.spec.target.realmRef ? this.deps.coordinationNamespace : this.namespace);
+  get lock(): PassLeases {
+    this.leases ??= new PassLeases(this.deps.lockFor(this.obj.spec.target.realmRef ? this.deps.coordinationNamespace : this.namespace), this.deps.clock);
+    return this.leases;
   }
 
   now(): Date {

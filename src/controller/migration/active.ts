@@ -7,7 +7,7 @@ import type { V1Job } from '@kubernetes/client-node';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
-import type { PtahMigration, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
+import type { MigrationPhase, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
 import { approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
 import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
 import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
@@ -131,7 +131,7 @@ async function dispatchMigrationClaim(pass: MigrationPass, claim: ActiveOperatio
 /** The migration's side of the shared dispatch sequence. */
 function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): DispatchFamily {
   let plan: PtahMigrationPlan | undefined;
-  return familyDispatch(pass, claim, {
+  return familyDispatch<MigrationPhase>(pass, claim, {
     family: 'migration',
     operation: migrationOperation(claim.type),
     authorize: async (now) => {
@@ -153,7 +153,8 @@ function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): D
       },
       report: { phase: 'Pending', reason, message },
     }),
-    writeClaim: (id, fields) => writeClaimFields(pass, id, fields),
+    writeClaim: (id, fields, report) => writeClaimFields(pass, id, fields, report),
+    running: runningReport,
     finishUncertain: (reason, message) => finishUncertainMigrationApply(pass, { reason, message }),
     retryReadOnly: (why) => retryMigrationReading(pass, why),
   });
@@ -162,14 +163,14 @@ function migrationDispatchFamily(pass: MigrationPass, claim: ActiveOperation): D
 /**
  * Step 1 of the dispatch sequence: everything the claim was decided from, re-read uncached. Any of it having moved
  * discards the claim rather than narrowing it: the resource (deletion, suspension, a spec or binding change),
- * the pinned artifact and verification policy, and for an Apply its plan, its window and its approval. The plan is
- * read once and held to both the claim and status.plan; an authorized Apply hands it to the Job's build.
+ * the pinned artifact and verification policy, and for an Apply its plan, its window and its approval. The
+ * resource is the pass's own uncached read: the claim was decided in an earlier pass (the claim's write ends its
+ * pass), and every write of this pass hands back the stored object, guarded by the resourceVersion it was read at.
+ * The plan is read once and held to both the claim and status.plan; an authorized Apply hands it to the Job's build.
  */
 async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperation): Promise<{ authorization: Authorization; plan?: PtahMigrationPlan }> {
-  pass.m = await pass.deps.client.get<PtahMigration>(pass.ref());
   const refuse = (reason: string, message: string) => ({ authorization: { ok: false as const, reason, message } });
   const authorized = (plan?: PtahMigrationPlan) => ({ authorization: { ok: true as const }, ...(plan ? { plan } : {}) });
-  if (pass.claim?.id !== claim.id) throw new DispatchRefused(`the claim ${claim.id} is no longer in flight`);
   if (pass.m.metadata.deletionTimestamp) return refuse('Deleting', 'the resource is being deleted');
   if (pass.m.spec.suspend) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');
   const inputs = await claimInputsHold(pass, claim);

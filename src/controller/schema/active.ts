@@ -5,7 +5,7 @@
 // mutating claim's missing Job is an unknown outcome and is never created again. A reading that carries out a
 // proof renews the proof's Lease first: a proof whose Lease changed hands proves nothing.
 import type { V1Job } from '@kubernetes/client-node';
-import type { PtahSchema, PtahSchemaPlan } from '../../shared/api/schema-kinds.js';
+import type { PtahSchemaPlan, SchemaPhase } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
@@ -46,8 +46,9 @@ export async function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOpera
     const renewed = await acquirePendingLock(pass);
     if (renewed) return renewed;
     if (pass.claim?.leaseContinuityLost) return recoverLeaseContinuity(pass, pass.claim);
-    // The proof never starts beside an Apply Pod that may still run.
-    if (!claim.jobUID && !claim.dispatchStarted) {
+    // The proof never starts beside an Apply Pod that may still run. Only a pass with the admission snapshot
+    // recorded can create the proof's Job; the one before it ends at the snapshot step, having created nothing.
+    if (!claim.jobUID && !claim.dispatchStarted && claim.admissionSnapshot) {
       const active = await possibleApplyPodActive(pass);
       if (active) return active;
     }
@@ -176,7 +177,7 @@ async function dispatchSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Pr
 /** The schema's side of the shared dispatch sequence (the seed's schemaDispatch): its stage step projects an Apply's plan. */
 function schemaDispatchFamily(pass: SchemaPass, claim: ActiveOperation): DispatchFamily {
   let plan: PtahSchemaPlan | undefined;
-  return familyDispatch(pass, claim, {
+  return familyDispatch<SchemaPhase>(pass, claim, {
     family: 'schema',
     operation: operationOf(pass, claim),
     authorize: async (now) => {
@@ -211,7 +212,8 @@ function schemaDispatchFamily(pass: SchemaPass, claim: ActiveOperation): Dispatc
       },
       report: { phase: 'Pending', reason, message },
     }),
-    writeClaim: (id, fields) => writeSchemaClaimFields(pass, id, fields),
+    writeClaim: (id, fields, report) => writeSchemaClaimFields(pass, id, fields, report),
+    running: (now) => runningReport(now, servesProof(pass, now)),
     finishUncertain: (reason, message) => finishUncertainSchemaApply(pass, { reason, message }),
     retryReadOnly: (why) => retrySchemaReading(pass, why),
   });
@@ -235,14 +237,14 @@ async function retirePlanAndClaim(pass: SchemaPass, plan: PtahSchemaPlan, messag
 /**
  * Step 1 of the dispatch sequence: everything the claim was decided from, re-read uncached. Any of it having moved
  * discards the claim rather than narrowing it: the resource, the pinned artifact and verification policy, and for
- * an Apply its plan (and every binding it was computed under), its window and its approval. The plan is read once
- * and held to both the claim and status.plan; an authorized Apply hands it to the stage step and the Job's build.
+ * an Apply its plan (and every binding it was computed under), its window and its approval. The resource is the
+ * pass's own uncached read: the claim was decided in an earlier pass (the claim's write ends its pass), and every
+ * write of this pass hands back the stored object, guarded by the resourceVersion it was read at. The plan is read
+ * once and held to both the claim and status.plan; an authorized Apply hands it to the stage step and the Job's build.
  */
 async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<{ authorization: Authorization; plan?: PtahSchemaPlan }> {
-  pass.s = await pass.deps.client.get<PtahSchema>(pass.ref());
   const refuse = (reason: string, message: string) => ({ authorization: { ok: false as const, reason, message } });
   const authorized = (plan?: PtahSchemaPlan) => ({ authorization: { ok: true as const }, ...(plan ? { plan } : {}) });
-  if (pass.claim?.id !== claim.id) throw new DispatchRefused(`the claim ${claim.id} is no longer in flight`);
   if (pass.s.metadata.deletionTimestamp) return refuse('Deleting', 'the resource is being deleted');
   const proving = servesProof(pass, claim);
   if (pass.s.spec.suspend && !proving) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');

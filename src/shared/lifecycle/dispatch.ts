@@ -6,9 +6,10 @@ import type { V1Job } from '@kubernetes/client-node';
 import { ApiError, refOf, type KubeClient } from '../kube-client.js';
 import { match } from '../jobclaim.js';
 import { readSnapshotExtras, resolveSnapshot, templateDigestOf, verifySnapshot, type AdmissionSnapshot } from '../podintent.js';
-import type { TargetLock } from '../targetlock.js';
+import type { AcquireRequest } from '../targetlock.js';
 import type { ActiveOperation } from '../api/shapes.js';
 import { classifyCreate, failureOf, refusedBeforeStorage } from './classify.js';
+import type { DispatchLeases } from './leases.js';
 import type { OperationAnswers } from './operations.js';
 
 export const ORDER = ['authorize', 'lease', 'stage', 'snapshot', 'consume', 'mark', 'create', 'confirm', 'record'] as const;
@@ -35,7 +36,10 @@ export interface DispatchFamily {
   readonly owner: { apiVersion: string; kind: string; namespace: string; name: string; uid: string };
   readonly claim: DispatchClaim;
   readonly operation: OperationAnswers;
-  /** Step 1: re-read (uncached) everything the claim was decided from. */
+  /**
+   * Step 1: re-read (uncached) everything the claim was decided from. The resource itself is the pass's own
+   * uncached read, kept current by the pass's writes: the claim was decided in an earlier pass.
+   */
   authorize(): Promise<Authorization>;
   /** A claim whose authorization moved is retired undispatched (disposition: discard). */
   retireUnauthorized(refusal: { reason: string; message: string }): Promise<void>;
@@ -62,7 +66,8 @@ export interface DispatchFamily {
 
 export interface DispatchDeps {
   client: KubeClient;
-  lock: TargetLock;
+  /** The pass's realm Leases (PassLeases). */
+  lock: DispatchLeases;
 }
 
 /** The driver was handed a claim it must not dispatch (a defect in the caller, never a retry). */
@@ -137,13 +142,17 @@ async function leaseStep(family: DispatchFamily, deps: DispatchDeps): Promise<St
   if (!claim.coordinationDigest || !claim.leaseDurationSeconds) {
     throw new DispatchRefused(`claim ${claim.id} holds the realm but records no coordination digest or lease duration`);
   }
-  const result = await deps.lock.acquire({
+  const request: AcquireRequest = {
     coordinationDigest: claim.coordinationDigest,
     // A reading that proves a schema Apply runs under the Apply's holding, never a holding of its own.
     holder: { resourceUid: owner.uid, operationId: claim.proofOf ?? claim.id },
     durationSeconds: claim.leaseDurationSeconds,
     expectedEpoch: claim.leaseEpoch,
-  });
+  };
+  // Held, under the claim's epoch, by a renewal earlier in this pass (a proof's acquirePendingLock): the holding the
+  // mark needs is the one that renewal found, and renewing it again proves nothing more.
+  if (deps.lock.renewedInPass?.(request)) return next;
+  const result = await deps.lock.acquire(request);
   if (result.kind === 'contended') return end(`realm held by ${result.holderIdentity}`, result.requeueAfterMs);
   // Before dispatch nothing ran, so a new epoch is adopted: the claim names the holding it dispatches under.
   if (result.epoch !== claim.leaseEpoch) await family.writeClaim({ leaseEpoch: result.epoch });
