@@ -5,7 +5,6 @@
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { join } from 'node:path';
-import { MANAGER_NODE_OPTIONS } from '../../src/shared/api/deployment.js';
 import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
 import { REPO_ROOT } from '../../tools/stack/paths.js';
 import { startProcess, type ManagedProcess, type ProcessExit } from '../../tools/stack/processes.js';
@@ -29,13 +28,13 @@ export interface ManagerProcessOptions {
   /** Two dispatch steps to exchange: the deliberately wrong manager. */
   order?: readonly [DispatchStep, DispatchStep];
   /**
-   * `compiled` runs `node dist/src/main.js` with the Deployment's node flags, as production does (`npm run build` first): the benchmarks measure
+   * `compiled` runs `node dist/src/main.js`, as production does (`npm run build` first): the benchmarks measure
    * that. The default runs the source under tsx, which needs no build.
    */
   build?: 'source' | 'compiled';
   /** Default `debug`: the tests read the manager's decisions from its log. */
   logLevel?: 'debug' | 'info';
-  /** Options for node itself, before the entry (a benchmark's `--cpu-prof`); after the Deployment's, so they win. */
+  /** Options for node itself, before the entry (a benchmark's `--cpu-prof`, a heap size to compare). */
   nodeArgs?: readonly string[];
 }
 
@@ -61,7 +60,7 @@ export const LEADING = 'leading: starting controllers';
 export async function startManagerProcess(options: ManagerProcessOptions): Promise<ManagerProcess> {
   if (options.order && options.build === 'compiled') throw new Error('the swapped manager runs from source only');
   const compiled = options.build === 'compiled';
-  const flags = compiled ? MANAGER_NODE_OPTIONS : ['--import', 'tsx'];
+  const flags = compiled ? [] : ['--import', 'tsx'];
   const script = options.order ? 'test/harness/manager-swapped-main.ts' : compiled ? 'dist/src/main.js' : 'src/main.ts';
   const args = [
     ...flags,

@@ -17,7 +17,6 @@ import { createTestDatabase } from '../stack/postgres.js';
 import { startStack, type Stack } from '../stack/stack.js';
 import { registerWebhooks } from '../stack/webhooks.js';
 import { defaultImages, RUNNER_IMAGE } from '../stack/kubelet/images.js';
-import { MANAGER_NODE_OPTIONS } from '../../src/shared/api/deployment.js';
 import { API_VERSION, INSTALL, KINDS } from '../../src/shared/api/names.js';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import type { PtahSchema } from '../../src/shared/api/schema-kinds.js';
@@ -82,7 +81,6 @@ async function run(stack: Stack): Promise<ChildProcess> {
   const manager = spawn(
     process.execPath,
     [
-      ...MANAGER_NODE_OPTIONS,
       join(REPO_ROOT, 'dist/src/main.js'),
       '--kubeconfig', join(LOCAL_DIR, 'manager.kubeconfig'),
       '--cert-dir', certs.dir,

@@ -5,12 +5,6 @@ import { INSTALL } from './names.js';
 
 export const MANAGER_IMAGE = 'localhost/ptah-operator:dev';
 export const MANAGER_PORT = 9443;
-/**
- * Node flags the manager runs with, in the Deployment (NODE_OPTIONS) and wherever the compiled manager is started
- * locally. A 2 MiB semi-space caps the young generation near 6 MiB instead of node's 48: with 1,000 resources
- * swept, the peak RSS fell from 128 to 106 MiB for the same CPU (bench/README.md, scale.ts).
- */
-export const MANAGER_NODE_OPTIONS: readonly string[] = ['--max-semi-space-size=2'];
 const CERT_DIR = '/etc/ptah/tls';
 const UID = 65532;
 /** The manager's Pods: the Deployment, its Service, PodDisruptionBudget and NetworkPolicy select them by these. */
@@ -34,7 +28,6 @@ export function managerDeployment(opts: DeploymentOptions = {}): [V1Deployment, 
       { name: 'PTAH_LEASE_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
       { name: 'PTAH_CONTROLLER_IMAGE', value: image },
       { name: 'PTAH_RUNNER_IMAGE', value: image },
-      { name: 'NODE_OPTIONS', value: MANAGER_NODE_OPTIONS.join(' ') },
     ],
     ports: [{ name: 'https', containerPort: MANAGER_PORT, protocol: 'TCP' }],
     livenessProbe: probe('/healthz'),
