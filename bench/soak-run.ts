@@ -46,7 +46,7 @@ export interface SoakOptions {
    * executions are recorded in the databases: on a loaded machine a short soak can end before enough ran, and then
    * it judged nothing.
    */
-  chaosUntil?: { podKills: number; executions: number; atMostMinutes: number };
+  chaosUntil?: { podKills: number; executions: number; revisions: number; atMostMinutes: number };
   faults: FaultRates;
   log(line: string): void;
 }
@@ -245,6 +245,17 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
   let chaos = true;
   let running = true;
   const loops: Promise<void>[] = [];
+  /** A person's write, tried again for up to 30 s: while a killed manager is down its webhooks fail closed. */
+  const asAPersonWould = async (write: () => Promise<unknown>) => {
+    for (const until = Date.now() + 30_000; ; await sleep(1_000)) {
+      try {
+        await write();
+        return;
+      } catch (e) {
+        if (Date.now() > until) throw e;
+      }
+    }
+  };
   const every = (gap: () => number, act: () => Promise<void>, while_: () => boolean) => loops.push((async () => {
     while (while_()) {
       const until = Date.now() + gap();
@@ -309,8 +320,9 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
     d.revision += 1;
     await publish(d);
     for (const name of d.resources) {
-      if (d.family === 'migration') await mw.admin.patch(mw.ref('PtahMigration', name), { spec: { artifact: { configMapRef: { name: artifactName(d) } } } }, 'merge');
-      else await switchDesired(sw, name, artifactName(d));
+      await asAPersonWould(() => d.family === 'migration'
+        ? mw.admin.patch(mw.ref('PtahMigration', name), { spec: { artifact: { configMapRef: { name: artifactName(d) } } } }, 'merge')
+        : switchDesired(sw, name, artifactName(d)));
     }
     injected.revisions += 1;
     say(`soak: ${d.db.name} at revision ${d.revision}`);
@@ -376,7 +388,7 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
   const chaosStarted = Date.now();
   await sleep(options.minutes * 60_000);
   const until = options.chaosUntil;
-  const enough = async () => !until || (injected.podKills.graceZero + injected.podKills.graceful >= until.podKills &&
+  const enough = async () => !until || (injected.podKills.graceZero + injected.podKills.graceful >= until.podKills && injected.revisions >= until.revisions &&
     (await databaseRecords().catch(() => [])).flatMap((r) => executionsOf(r).executions).length >= until.executions);
   while (Date.now() - chaosStarted < (until?.atMostMinutes ?? 0) * 60_000 && !(await enough())) await sleep(2_000);
   chaos = false;
