@@ -92,6 +92,8 @@ t.test('the Job is built before the consume and the mark; nothing runs between t
   const w = world();
   const end = await w.run();
   t.equal(end.why, 'dispatched');
+  // The Job's or its Pod's stop wakes the resource; the first look at a Job still running is supervision's own.
+  t.equal(end.requeueAfterMs, 5_000, 'the first look after the create comes at the supervision interval (5 s)');
   t.same(w.log, ['authorize', 'lease', 'stage', 'build for the template', 'build under the snapshot', 'consume', 'write dispatchStarted', 'create', 'read back', 'write jobUID', 'announce']);
   const mark = w.log.indexOf('write dispatchStarted');
   t.equal(w.log[mark + 1], 'create', 'the create follows the mark directly');

@@ -5,7 +5,7 @@
 // and is never created again.
 import type { V1Job } from '@kubernetes/client-node';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { dispatch, DispatchRefused, SUPERVISE_EVERY_MS, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
 import type { MigrationPhase, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
 import { approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
@@ -21,8 +21,6 @@ import { retireMigrationClaim } from './retire.js';
 import { publishReport, writeClaimFields, type Report } from './status.js';
 import { finishUncertainMigrationApply } from './uncertain.js';
 
-/** How often a running Job is looked at: well inside the shortest Lease (a 30 s window + 120 s of grace). */
-const SUPERVISE_EVERY_MS = 5_000;
 /** A realm another claimant holds is looked at again this often: its release wakes nothing here. */
 const DISPATCH_POLL_MS = 5_000;
 

@@ -7,7 +7,7 @@
 import type { V1Job } from '@kubernetes/client-node';
 import type { PtahSchemaPlan, SchemaPhase } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { dispatch, DispatchRefused, SUPERVISE_EVERY_MS, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
 import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
 import { isJobTerminal } from '../evidence.js';
@@ -22,8 +22,6 @@ import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive 
 import { retireSchemaClaim } from './retire.js';
 import { publishSchemaReport, writeSchemaClaimFields, type Report } from './status.js';
 
-/** How often a running Job is looked at: well inside the shortest Lease. */
-const SUPERVISE_EVERY_MS = 5_000;
 /** A realm another claimant holds is looked at again this often: its release wakes nothing here. */
 const DISPATCH_POLL_MS = 5_000;
 /** A claim the driver refused is a defect no retry can mend: looked at again this often. */

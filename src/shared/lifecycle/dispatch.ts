@@ -16,6 +16,13 @@ export const ORDER = ['authorize', 'lease', 'stage', 'snapshot', 'consume', 'mar
 export type DispatchStep = (typeof ORDER)[number];
 export type DispatchOrder = readonly DispatchStep[];
 
+/**
+ * How often a running Job is looked at, the first look after its create included: well inside the shortest Lease
+ * (a 30 s window + 120 s of grace). A Job's or a Pod's stop wakes its resource sooner (controller/triggers.ts), so
+ * an earlier first look would find nothing a stop does not bring.
+ */
+export const SUPERVISE_EVERY_MS = 5_000;
+
 /** The claim: status.activeOperation of either family. */
 export type DispatchClaim = ActiveOperation;
 
@@ -126,7 +133,7 @@ export async function dispatch(family: DispatchFamily, deps: DispatchDeps, order
     const outcome = await steps[step]();
     if (!outcome.next) return outcome.end;
   }
-  return { why: 'dispatched', requeueAfterMs: 2_000 };
+  return { why: 'dispatched', requeueAfterMs: SUPERVISE_EVERY_MS };
 }
 
 async function authorizeStep(family: DispatchFamily): Promise<StepOutcome> {
