@@ -13,12 +13,23 @@ export interface ApiRequestLabels {
   resource: string;
 }
 
+/** Requests counted since the start, by `verb resource code`; published to the counter when it is scraped. */
+const tallies = new Map<string, { labels: ApiRequestLabels & { code: string }; count: number; published: number }>();
+
 export const apiRequestMetrics = {
   requests: new Counter({
     name: 'ptah_operator_api_requests_total',
     help: 'Requests sent to the API server, by verb, resource (plural/subresource) and code (the HTTP status, or error when no answer came).',
     labelNames: ['verb', 'resource', 'code'] as const,
     registers: [registry],
+    // A request adds one to a plain tally; prom-client's inc (which validates and hashes its labels) runs only here,
+    // once per label set and scrape.
+    collect() {
+      for (const tally of tallies.values()) {
+        if (tally.count > tally.published) this.inc(tally.labels, tally.count - tally.published);
+        tally.published = tally.count;
+      }
+    },
   }),
 };
 
@@ -28,6 +39,7 @@ const NAMESPACE_SUBRESOURCES: ReadonlySet<string> = new Set(['status', 'finalize
 
 /** `watch=true` (or 1) in a query string. */
 function isWatch(query: string): boolean {
+  if (!query.includes('watch')) return false;
   const value = new URLSearchParams(query).get('watch');
   return value === 'true' || value === '1';
 }
@@ -76,5 +88,10 @@ export function apiRequestLabels(method: string, path: string): ApiRequestLabels
 
 /** Counts one request: `code` is the HTTP status the API server answered, or undefined when no answer came. */
 export function countApiRequest(method: string, path: string, code: number | undefined): void {
-  apiRequestMetrics.requests.inc({ ...apiRequestLabels(method, path), code: code === undefined ? 'error' : String(code) });
+  const { verb, resource } = apiRequestLabels(method, path);
+  const status = code === undefined ? 'error' : String(code);
+  const key = `${verb} ${resource} ${status}`;
+  const tally = tallies.get(key);
+  if (tally) tally.count += 1;
+  else tallies.set(key, { labels: { verb, resource, code: status }, count: 1, published: 0 });
 }

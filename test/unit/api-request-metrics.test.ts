@@ -12,7 +12,7 @@ import { pino } from 'pino';
 import t from 'tap';
 import { generateCertificates } from '../../certs/generate.js';
 import { Informer } from '../../src/controller/informer.js';
-import { apiRequestLabels } from '../../src/shared/api-request-metrics.js';
+import { apiRequestLabels, countApiRequest } from '../../src/shared/api-request-metrics.js';
 import { restClient } from '../../src/shared/kube-client.js';
 import { registry } from '../../src/shared/metrics.js';
 
@@ -63,6 +63,20 @@ t.test('verb and resource from the request path', async (t) => {
     ['OPTIONS', '/api/v1/namespaces/ns/pods', 'other', 'pods'],
   ];
   for (const [method, path, verb, resource] of rows) t.same(apiRequestLabels(method, path), { verb, resource }, `${method} ${path}`);
+});
+
+t.test('a count is published once: scraping again adds nothing, a later request adds one', async (t) => {
+  const labels = { verb: 'get', resource: 'widgets/status', code: '200' };
+  t.equal(await counted(labels), 0, 'nothing before the first request');
+  for (let i = 0; i < 3; i++) countApiRequest('GET', '/apis/example.com/v1/namespaces/a/widgets/w/status', 200);
+  countApiRequest('GET', '/apis/example.com/v1/namespaces/a/widgets/w/status', undefined);
+  t.equal(await counted(labels), 3, 'three answered requests');
+  t.equal(await counted(labels), 3, 'a second scrape publishes nothing twice');
+  t.equal(await counted({ ...labels, code: 'error' }), 1, 'the unanswered one apart');
+  countApiRequest('GET', '/apis/example.com/v1/namespaces/b/widgets/v/status?watch=false', 200);
+  t.equal(await counted(labels), 4, 'a later request adds one');
+  const text = await registry.metrics();
+  t.match(text, /ptah_operator_api_requests_total\{verb="get",resource="widgets\/status",code="200"\} 4/, 'the exposition says the same');
 });
 
 t.test('restClient counts every request once, by the status it got or as an error', async (t) => {
