@@ -8,7 +8,8 @@ import type { V1Job } from '@kubernetes/client-node';
 import { buildOperationJob } from '../../src/shared/job/build.js';
 import type { KubeClient } from '../../src/shared/kube-client.js';
 import { dispatch, type DispatchFamily, type DispatchClaim } from '../../src/shared/lifecycle/dispatch.js';
-import { migrationOperation } from '../../src/shared/lifecycle/operations.js';
+import { migrationOperation, schemaOperation, type OperationAnswers } from '../../src/shared/lifecycle/operations.js';
+import { superviseEveryMs } from '../../src/shared/lifecycle/supervision.js';
 import type { AdmissionSnapshot } from '../../src/shared/podintent.js';
 import type { TargetLock } from '../../src/shared/targetlock.js';
 import { CASES, inputFor, snapshotted, stored } from './job-fixtures.js';
@@ -22,6 +23,8 @@ interface Options {
   priorityClasses?: { metadata: { name: string }; value: number; globalDefault?: boolean }[];
   buildFails?: boolean;
   approvalGone?: boolean;
+  /** The claim's answers: a migration Apply's unless told (the driver asks them, never the claim's type). */
+  operation?: OperationAnswers;
 }
 
 /** A migration Apply claim driven through the driver, every call it makes written to one log in order. */
@@ -38,7 +41,7 @@ function world(options: Options = {}) {
     get claim() {
       return claim;
     },
-    operation: migrationOperation('Apply'),
+    operation: options.operation ?? migrationOperation('Apply'),
     authorize: async () => (log.push('authorize'), { ok: true }),
     retireUnauthorized: async ({ reason }) => void log.push(`retire ${reason}`),
     stage: async () => (log.push('stage'), true),
@@ -97,6 +100,26 @@ t.test('the Job is built before the consume and the mark; nothing runs between t
   t.same(w.log, ['authorize', 'lease', 'stage', 'build for the template', 'build under the snapshot', 'consume', 'write dispatchStarted', 'create', 'read back', 'write jobUID', 'announce']);
   const mark = w.log.indexOf('write dispatchStarted');
   t.equal(w.log[mark + 1], 'create', 'the create follows the mark directly');
+});
+
+t.test('a reading that holds no Lease is first looked at after 30 s: its stop wakes the resource, and it has nothing to renew', async (t) => {
+  const w = world({ operation: migrationOperation('History') });
+  const end = await w.run();
+  t.equal(end.why, 'dispatched');
+  t.equal(end.requeueAfterMs, 30_000);
+  t.notOk(w.log.includes('lease'), 'no Lease taken');
+});
+
+t.test('supervision looks at a Job every 5 s while its claim holds the realm, every 30 s otherwise', async (t) => {
+  const rows: Array<[string, OperationAnswers, number]> = [
+    ['migration Apply', migrationOperation('Apply'), 5_000],
+    ['migration History', migrationOperation('History'), 30_000],
+    ['schema Apply', schemaOperation('Apply'), 5_000],
+    ['schema Plan (holds the realm while it reads)', schemaOperation('Plan'), 5_000],
+    ['schema Observe outside a proof', schemaOperation('Observe'), 30_000],
+    ['schema Observe of a proof (under the Apply\'s Lease)', schemaOperation('Observe', { provingApply: true }), 5_000],
+  ];
+  for (const [what, operation, ms] of rows) t.equal(superviseEveryMs(operation), ms, what);
 });
 
 t.test('a build that fails leaves no mark and spends nothing', async (t) => {

@@ -5,8 +5,9 @@
 // and is never created again.
 import type { V1Job } from '@kubernetes/client-node';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { dispatch, DispatchRefused, SUPERVISE_EVERY_MS, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
+import { superviseEveryMs } from '../../shared/lifecycle/supervision.js';
 import type { MigrationPhase, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
 import { approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
 import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
@@ -20,9 +21,6 @@ import { currentMigrationPlan } from './plan.js';
 import { retireMigrationClaim } from './retire.js';
 import { publishReport, writeClaimFields, type Report } from './status.js';
 import { finishUncertainMigrationApply } from './uncertain.js';
-
-/** A realm another claimant holds is looked at again this often: its release wakes nothing here. */
-const DISPATCH_POLL_MS = 5_000;
 
 const runningReport = (claim: ActiveOperation): Report => claim.type === 'Apply'
   ? { phase: 'Applying', reason: 'Applying', message: `operation ${claim.id} is running in Job ${claim.jobName}` }
@@ -87,7 +85,7 @@ async function superviseMigrationJob(pass: MigrationPass, claim: ActiveOperation
   if (!held.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${held.why}`);
   if (!isJobTerminal(job)) {
     await publishReport(pass, runningReport(claim));
-    return endPass('Job running', SUPERVISE_EVERY_MS);
+    return endPass('Job running', superviseEveryMs(migrationOperation(claim.type)));
   }
   if (!held.inputsHold) {
     // The claim cannot rebuild its Job any more: its result is not read. An Apply is Unknown; a reading is stale.
@@ -116,7 +114,7 @@ async function dispatchMigrationClaim(pass: MigrationPass, claim: ActiveOperatio
   const family = migrationDispatchFamily(pass, claim);
   try {
     const end = await dispatch(family, { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
-    return endPass(end.why, Math.min(end.requeueAfterMs, DISPATCH_POLL_MS));
+    return endPass(end.why, end.requeueAfterMs);
   } catch (e) {
     if (!(e instanceof DispatchRefused)) throw e;
     const message = `operation ${claim.id} (${claim.type}) cannot be dispatched: ${e.message}`;

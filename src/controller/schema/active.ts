@@ -7,7 +7,8 @@
 import type { V1Job } from '@kubernetes/client-node';
 import type { PtahSchemaPlan, SchemaPhase } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { dispatch, DispatchRefused, SUPERVISE_EVERY_MS, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { superviseEveryMs } from '../../shared/lifecycle/supervision.js';
 import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
 import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
 import { isJobTerminal } from '../evidence.js';
@@ -21,9 +22,6 @@ import { planPolicy } from './policy.js';
 import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive } from './proof.js';
 import { retireSchemaClaim } from './retire.js';
 import { publishSchemaReport, writeSchemaClaimFields, type Report } from './status.js';
-
-/** A realm another claimant holds is looked at again this often: its release wakes nothing here. */
-const DISPATCH_POLL_MS = 5_000;
 /** A claim the driver refused is a defect no retry can mend: looked at again this often. */
 const REFUSED_CLAIM_RETRY_MS = 60_000;
 
@@ -75,7 +73,7 @@ export async function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOpera
  */
 async function recoverLeaseContinuity(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
   const job = claim.jobUID ? await pass.readJob(claim.jobName) : undefined;
-  if (job && job.metadata?.uid === claim.jobUID && !isJobTerminal(job)) return endPass('waiting for a reading under a lost Lease to stop', SUPERVISE_EVERY_MS);
+  if (job && job.metadata?.uid === claim.jobUID && !isJobTerminal(job)) return endPass('waiting for a reading under a lost Lease to stop', superviseEveryMs(operationOf(pass, claim)));
   await retireSchemaClaim(pass, {
     disposition: 'discard',
     why: 'LeaseContinuityLost',
@@ -118,7 +116,7 @@ async function superviseSchemaJob(pass: SchemaPass, claim: ActiveOperation, prov
   }
   if (!isJobTerminal(job)) {
     await publishSchemaReport(pass, runningReport(claim, proving));
-    return endPass('Job running', SUPERVISE_EVERY_MS);
+    return endPass('Job running', superviseEveryMs(operation));
   }
   if (!held.inputsHold) {
     if (operation.mutating) {
@@ -162,7 +160,7 @@ async function renewReadingLease(pass: SchemaPass, claim: ActiveOperation): Prom
 async function dispatchSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
   try {
     const end = await dispatch(schemaDispatchFamily(pass, claim), { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
-    return endPass(end.why, Math.min(end.requeueAfterMs, DISPATCH_POLL_MS));
+    return endPass(end.why, end.requeueAfterMs);
   } catch (e) {
     if (!(e instanceof DispatchRefused)) throw e;
     const message = `operation ${claim.id} (${claim.type}) cannot be dispatched: ${e.message}`;

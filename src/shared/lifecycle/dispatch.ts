@@ -11,17 +11,14 @@ import type { ActiveOperation } from '../api/shapes.js';
 import { classifyCreate, failureOf, refusedBeforeStorage } from './classify.js';
 import type { DispatchLeases } from './leases.js';
 import type { OperationAnswers } from './operations.js';
+import { superviseEveryMs } from './supervision.js';
+
+/** A realm another claimant holds is looked at again this often: its release wakes nothing here. */
+const CONTENDED_REALM_POLL_MS = 5_000;
 
 export const ORDER = ['authorize', 'lease', 'stage', 'snapshot', 'consume', 'mark', 'create', 'confirm', 'record'] as const;
 export type DispatchStep = (typeof ORDER)[number];
 export type DispatchOrder = readonly DispatchStep[];
-
-/**
- * How often a running Job is looked at, the first look after its create included: well inside the shortest Lease
- * (a 30 s window + 120 s of grace). A Job's or a Pod's stop wakes its resource sooner (controller/triggers.ts), so
- * an earlier first look would find nothing a stop does not bring.
- */
-export const SUPERVISE_EVERY_MS = 5_000;
 
 /** The claim: status.activeOperation of either family. */
 export type DispatchClaim = ActiveOperation;
@@ -133,7 +130,7 @@ export async function dispatch(family: DispatchFamily, deps: DispatchDeps, order
     const outcome = await steps[step]();
     if (!outcome.next) return outcome.end;
   }
-  return { why: 'dispatched', requeueAfterMs: SUPERVISE_EVERY_MS };
+  return { why: 'dispatched', requeueAfterMs: superviseEveryMs(operation) };
 }
 
 async function authorizeStep(family: DispatchFamily): Promise<StepOutcome> {
@@ -160,7 +157,7 @@ async function leaseStep(family: DispatchFamily, deps: DispatchDeps): Promise<St
   // mark needs is the one that renewal found, and renewing it again proves nothing more.
   if (deps.lock.renewedInPass?.(request)) return next;
   const result = await deps.lock.acquire(request);
-  if (result.kind === 'contended') return end(`realm held by ${result.holderIdentity}`, result.requeueAfterMs);
+  if (result.kind === 'contended') return end(`realm held by ${result.holderIdentity}`, Math.min(result.requeueAfterMs, CONTENDED_REALM_POLL_MS));
   // Before dispatch nothing ran, so a new epoch is adopted: the claim names the holding it dispatches under.
   if (result.epoch !== claim.leaseEpoch) await family.writeClaim({ leaseEpoch: result.epoch });
   return next;
