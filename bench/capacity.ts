@@ -231,4 +231,4 @@ await runOnStack('capacity', say, async () => {
       return failed.length === 0;
     },
   };
-});
+}, { runner: 'compiled' });

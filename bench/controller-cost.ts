@@ -1,5 +1,5 @@
 // `npx tsx bench/controller-cost.ts [--resources K] [--idle-seconds S] [--settle-seconds S] [--manager-webhooks]
-// [--compiled] [--cpu-prof DIR]`:
+// [--compiled] [--cpu-prof DIR]`: (--compiled runs the manager and the runner image from dist/ under plain node)
 // the controller's API requests and CPU per operation lifecycle (issue #10, DESIGN §8), measured by
 // bench/controller-cost-run.ts on a stack of its own (bench/on-stack.ts). Prints the report and writes it beside
 // itself as controller-cost-report.json.
@@ -50,4 +50,4 @@ await runOnStack('controller cost', say, async () => {
       return true;
     },
   };
-});
+}, { runner: options.compiled ? 'compiled' : 'source' });

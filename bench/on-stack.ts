@@ -2,6 +2,8 @@
 // tools/stack/stack.ts (as test/run.ts starts them), then one tap test. The stack's environment is set before
 // `prepare` runs, because the test worlds read it when they are imported: `prepare` imports what it needs.
 import type { Test } from 'tap';
+import { defaultImages } from '../tools/stack/kubelet/images.js';
+import { REPO_ROOT } from '../tools/stack/paths.js';
 import { startStack } from '../tools/stack/stack.js';
 
 export interface StackRun {
@@ -11,9 +13,18 @@ export interface StackRun {
   body(t: Test): Promise<boolean>;
 }
 
+export interface StackOptions {
+  /**
+   * How the fake kubelet runs the runner image: from source under tsx (as the tests do; tsx then compiles every
+   * file afresh in each Pod, about 3 s of CPU a Pod here), or from dist/ under plain node, as the image does. A
+   * compiled run must build dist/ before its first Pod starts.
+   */
+  runner?: 'source' | 'compiled';
+}
+
 /** Runs the test `prepare` returns on a fresh stack and exits 0 when it passed; otherwise 1, keeping the stack's logs. */
-export async function runOnStack(name: string, say: (line: string) => void, prepare: () => Promise<StackRun>): Promise<never> {
-  const stack = await startStack({ log: say });
+export async function runOnStack(name: string, say: (line: string) => void, prepare: () => Promise<StackRun>, options: StackOptions = {}): Promise<never> {
+  const stack = await startStack({ log: say, images: defaultImages(REPO_ROOT, options.runner ?? 'source') });
   Object.assign(process.env, stack.env);
   const { default: t } = await import('tap');
   const run = await prepare();
