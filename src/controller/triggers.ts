@@ -1,6 +1,7 @@
 // Which events of the operation Jobs and Pods wake their resource, for both families. Events only trigger passes
-// (every decision re-reads uncached), and every wait on a Job or a Pod is also polled (supervision and the proof
-// every 5 s, a frame's arrival every 2 s), so an event is worth a pass only when it can end such a wait early: a Job
+// (every decision re-reads uncached), and every wait on a Job or a Pod is also polled (supervision every 5 s while
+// the claim holds the realm's Lease and every 30 s otherwise, shared/lifecycle/supervision.ts; the proof every 5 s;
+// a frame's arrival every 2 s), so an event is worth a pass only when it can end such a wait early: a Job
 // or a Pod that stopped, or one deleted while it ran. The rest (a Job's counters, a Pod being scheduled and
 // started, the cleanup TTL, the evidence finalizer coming off, the collection of what already stopped) would wake
 // a pass that reads the resource, the Job, the Lease and the plan again to find what the cache already showed:
