@@ -11,6 +11,8 @@
 // - A watchdog reopens a watch that has been silent longer than a bound (half-open connections).
 // - Handlers only enqueue; an exception (or rejected promise) from one is logged, never propagated.
 // - One agent per request, destroyed when the request ends.
+// - managedFields are dropped from every object it keeps (controller-runtime's TransformStripManagedFields): nothing
+//   that reads the cache asks who wrote a field, and on an operation Pod they are 40% of the object.
 //
 // The cache exists to map events to keys; safety decisions re-read through the API server (DESIGN.md §5).
 import http from 'node:http';
@@ -23,6 +25,13 @@ import type { ClusterAccess } from '../shared/kubeconfig.js';
 import { systemTimerClock, type TimerClock } from './clock.js';
 import { keyOf, type EventHandler, type EventSource, type ObjectEvent } from './controller.js';
 import { informerMetrics, type ListReason, type WatchReason } from './metrics.js';
+
+/** The object as the cache keeps it: metadata.managedFields left out. */
+function withoutManagedFields<T extends KubeObject>(obj: T): T {
+  if (obj.metadata?.managedFields === undefined) return obj;
+  const { managedFields: _dropped, ...metadata } = obj.metadata;
+  return { ...obj, metadata };
+}
 
 export interface InformerOptions {
   kubeConfig: ClusterAccess;
@@ -207,7 +216,7 @@ export class Informer<T extends KubeObject> implements EventSource<T> {
       const page = await this.getJson<{ items?: T[]; metadata?: { resourceVersion?: string; continue?: string } }>(`${this.path}${query}`, signal);
       // List items carry no apiVersion/kind; restore them so every cached object looks like a watched one.
       for (const item of page.items ?? []) {
-        const obj = { ...item, apiVersion: this.opts.apiVersion, kind: this.opts.kind };
+        const obj = withoutManagedFields({ ...item, apiVersion: this.opts.apiVersion, kind: this.opts.kind });
         fresh.set(keyOf(obj), obj);
       }
       resourceVersion = page.metadata?.resourceVersion ?? '';
@@ -299,7 +308,7 @@ export class Informer<T extends KubeObject> implements EventSource<T> {
 
   /** Applies one watch event to the cache and tells the handlers. */
   private apply(event: WatchEvent): void {
-    const obj = event.object as T | undefined;
+    const obj = event.object === undefined ? undefined : withoutManagedFields(event.object as T);
     const rv = obj?.metadata?.resourceVersion;
     if (!obj || !rv) return;
     this.resourceVersion = rv;

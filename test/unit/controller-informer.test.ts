@@ -215,6 +215,32 @@ t.test('watch events update the cache; the server ending a watch reopens it from
   t.equal(api.lists.length, listsBefore, 'no relist after a normal close');
 });
 
+t.test('the cache keeps no managedFields, from a LIST or a WATCH; everything else of the object is kept', async (t) => {
+  const { api, informer, cleanup } = await setup();
+  t.teardown(cleanup);
+  const managedFields = [{ manager: 'kubectl', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:data': {} } }];
+  const listed = api.put('listed', { k: 'v' });
+  listed.metadata = { ...listed.metadata, labels: { app: 'x' }, managedFields };
+  const handed: ConfigMap[] = [];
+  informer.on('add', (o) => void handed.push(o));
+  informer.start();
+  await informer.waitForSync();
+  await until(() => !!api.openWatch, 'watch');
+  const watched = api.put('watched', { w: '1' });
+  watched.metadata = { ...watched.metadata, annotations: { note: 'n' }, managedFields };
+  api.send('ADDED', watched);
+  await until(() => handed.length === 2, 'the watched add');
+  for (const name of ['listed', 'watched']) {
+    const cached = informer.get(`${api.namespace}/${name}`);
+    t.notOk(cached?.metadata && 'managedFields' in cached.metadata, `${name}: no managedFields in the cache`);
+    const { managedFields: _served, ...metadata } = api.items.get(name)!.metadata!;
+    t.same(cached, { ...api.items.get(name), metadata }, `${name}: the rest as served`);
+  }
+  t.ok(handed.every((o) => !('managedFields' in (o.metadata ?? {}))), 'handlers get the object the cache keeps');
+  t.same(informer.get(`${api.namespace}/listed`)?.metadata?.labels, { app: 'x' });
+  t.same(informer.get(`${api.namespace}/watched`)?.metadata?.annotations, { note: 'n' });
+});
+
 t.test('410 Gone, as a watch ERROR event or as the WATCH status, relists and diffs the cache', async (t) => {
   const { api, clock, informer, seen, cleanup } = await setup();
   t.teardown(cleanup);
