@@ -76,7 +76,10 @@ t.test('a suspension between the create and the UID record keeps the running App
   await w.startController();
   const db = await w.database('adopt_moved');
   const secret = await w.installSample(db);
-  await w.artifact('orders-r1', slowFiles(25));
+  // Long enough to outlast the refusals' backoff: each refused UID write doubles the key's retry delay (5 ms · 2ⁿ), so
+  // after the ~10-20 s of refusals before allowUidRecord the adoption itself can come 10-20 s later. With 25 s the
+  // Job ended before the renewal after the adoption could be seen under CI load (the fresh-clone run at e164f88).
+  await w.artifact('orders-r1', slowFiles(60));
   await w.createMigration({ name: 'orders', artifact: 'orders-r1', secret, apply: 'Always', activeDeadlineSeconds: 120, lockTimeout: '1m' });
 
   const claim = await waitFor(async () => {
