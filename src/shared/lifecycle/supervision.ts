@@ -5,9 +5,9 @@
 import type { OperationAnswers } from './operations.js';
 
 /** A claim holding the realm's Lease: well inside the shortest Lease (a 30 s window + 120 s of grace). */
-export const SUPERVISE_HOLDER_EVERY_MS = 5_000;
+const SUPERVISE_HOLDER_EVERY_MS = 5_000;
 /** A reading that holds no Lease has nothing to renew: the Go operator's read-only Job poll. */
-export const SUPERVISE_READING_EVERY_MS = 30_000;
+const SUPERVISE_READING_EVERY_MS = 30_000;
 
 /** When to look again at a running Job of a claim with these answers. */
 export function superviseEveryMs(operation: Pick<OperationAnswers, 'holdsRealm'>): number {
