@@ -3,7 +3,6 @@
 // makes of it. Rows inside the dispatch sequence are also run against a manager whose dispatch order is wrong,
 // where the same verdict must find the problem.
 import t from 'tap';
-import type { V1Lease } from '@kubernetes/client-node';
 import { FINALIZERS } from '../../src/shared/api/names.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
 import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
@@ -59,7 +58,7 @@ const LEASE_THEN_EPOCH: CrashRow = {
     const claim = run.claim;
     if (!claim?.coordinationDigest) return ['no Apply claim with a realm stood at the kill'];
     const problems: string[] = [];
-    const lease = await run.cw.w.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: run.cw.w.ns, name: leaseNameFor(claim.coordinationDigest) });
+    const lease = run.leasesAtKill.find((l) => l.metadata?.name === leaseNameFor(claim.coordinationDigest!));
     const epoch = lease?.metadata?.annotations?.[LEASE_EPOCH_ANNOTATION];
     if (lease?.spec?.holderIdentity !== holderIdentityFor(run.atKill.metadata.uid!, claim.id)) problems.push(`the Lease at the kill was held by ${lease?.spec?.holderIdentity}, not the claim`);
     if (!epoch || epoch === claim.leaseEpoch) problems.push(`the status named the Lease's epoch ${epoch} at the kill: the window was not open`);

@@ -50,7 +50,8 @@ const OUTCOME_THEN_RELEASE: CrashRow = {
     if (s.lastRun?.operationID !== owed.operationID || s.lastRun.outcome !== 'Applied') problems.push(`the record is ${s.lastRun?.outcome} of ${s.lastRun?.operationID}, not the Applied run that owes the release`);
     const leaseRef = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: run.cw.w.ns, name: leaseNameFor(owed.coordinationDigest) };
     const holder = holderIdentityFor(run.atKill.metadata.uid!, owed.operationID);
-    if ((await run.cw.w.admin.get<V1Lease>(leaseRef)).spec?.holderIdentity !== holder) problems.push('the realm was not held by the run at the kill');
+    const leaseAtKill = run.leasesAtKill.find((l) => l.metadata?.name === leaseRef.name);
+    if (leaseAtKill?.spec?.holderIdentity !== holder) problems.push(`the realm was held by ${leaseAtKill?.spec?.holderIdentity ?? 'nobody'} at the kill, not by the run`);
     const m = await run.cw.w.waitFor(NAME, 'the owed release to be cleared', (x) => (x.status?.pendingLockRelease ? undefined : x));
     const lease = await run.cw.w.admin.get<V1Lease>(leaseRef);
     if (lease.spec?.holderIdentity) problems.push(`the realm is still held by ${lease.spec.holderIdentity}`);

@@ -236,6 +236,8 @@ export interface RowRun {
   /** The Apply claim at the first kill (undefined for a row before the claim). */
   claim: ActiveOperation | undefined;
   jobAtKill: V1Job | undefined;
+  /** The namespace's Leases right after the (last) kill, read before the new manager starts (it may release them). */
+  leasesAtKill: V1Lease[];
   /** Every stored version of the migration from before the kill on. */
   states: PtahMigration[];
   /** From the kill until the new manager led. */
@@ -282,9 +284,10 @@ export async function runToKill(t: Test, options: RowOptions): Promise<RowRun> {
   }
   const atKill = await w.get(NAME);
   const jobAtKill = claim ? await w.admin.tryGet<V1Job>({ apiVersion: 'batch/v1', kind: 'Job', namespace: w.ns, name: claim.jobName }) : undefined;
+  const leasesAtKill = await w.admin.list<V1Lease>('coordination.k8s.io/v1', 'Lease', w.ns);
   const next = await cw.startManager();
   const ledAt = await next.waitForLog(LEADING, 60_000);
-  return { cw, db, fired, atKill, claim, jobAtKill, states, recoveryMs: ledAt - fired.killedAt };
+  return { cw, db, fired, atKill, claim, jobAtKill, leasesAtKill, states, recoveryMs: ledAt - fired.killedAt };
 }
 
 /** `p`, or a failure naming `what` after `ms` (`onTimeout` runs first). */
