@@ -299,28 +299,36 @@ export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test,
  * The dispatch-order tests of one family: every row (and every recovery row) in production order with no
  * problems, the stop between the mark and the create as an unknown outcome with no Job ever created, and every
  * row with its two boundary steps exchanged reporting the problem that boundary prevents.
+ *
+ * Its parts: `boundaries` (each row of ROWS faulted in production order),
+ * `write-faults` (the other faults of a step's write, RECOVERY_ROWS, and the stop between mark and create) and
+ * `swapped` (each boundary with its two steps exchanged). A family whose rows take long runs its parts from
+ * separate files, so each stays well inside the per-file time limit and they run in parallel.
  */
-/**
- * The family's rows: `recovery` (each faulted step in production order, and the stop between mark and create),
- * `swapped` (each boundary with its two steps exchanged), or both. A family whose rows take long splits them
- * over two files, so each stays well inside the per-file time limit and the two run in parallel.
- */
-export function dispatchOrderTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>, part: 'recovery' | 'swapped' | 'all' = 'all'): void {
+export type OrderTestPart = 'boundaries' | 'write-faults' | 'swapped';
+
+export function dispatchOrderTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>, parts: readonly OrderTestPart[] = ['boundaries', 'write-faults', 'swapped']): void {
   const rows = rowsFor(family, ROWS);
-  if (part !== 'swapped') recoveryTests(t, family, rows);
-  if (part !== 'recovery') swappedTests(t, family, rows);
+  if (parts.includes('boundaries')) recoveryTests(t, family, 'each dispatch step, faulted at its boundary, leaves a state the next pass recovers from', rows);
+  if (parts.includes('write-faults')) {
+    recoveryTests(t, family, 'every other fault of a step\'s write leaves a state the next pass recovers from', rowsFor(family, RECOVERY_ROWS));
+    stopAfterMarkTest(t, family);
+  }
+  if (parts.includes('swapped')) swappedTests(t, family, rows);
 }
 
-function recoveryTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>, rows: Row[]): void {
-  t.test('each dispatch step leaves a state the next pass recovers from', async (t) => {
-    for (const row of [...rows, ...rowsFor(family, RECOVERY_ROWS)]) {
+function recoveryTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>, name: string, rows: Omit<Row, 'swap' | 'problem'>[]): void {
+  t.test(name, async (t) => {
+    for (const row of rows) {
       await t.test(`${row.step}: ${row.arm}`, async (t) => {
         const result = await runRow(t, family, row, ORDER);
         t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
       });
     }
   });
+}
 
+function stopAfterMarkTest<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>): void {
   t.test('a manager stopped between the mark and the create: the outcome is Unknown, the Job is never created', async (t) => {
     const result = await runRow(t, family, STOP_AFTER_MARK, ORDER);
     t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
