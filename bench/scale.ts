@@ -5,7 +5,9 @@
 // (`node dist/src/main.js`, info logs, behind the crash proxy that counts its requests) starts, and the run reports:
 // - the sweep: from the manager leading to every resource reporting Suspended for its generation;
 // - the manager's RSS and peak (VmRSS, VmHWM) then, and after S seconds idle, with its CPU over both spans;
-// - its API requests in each span by method and resource, from the proxy.
+// - its API requests in each span by method and resource, from the proxy;
+// - at each of those moments, its V8 heap by space (used of allocated) and external memory, from its /metrics, so
+//   the RSS can be told apart into live objects, garbage not yet collected, and what is not heap at all.
 import { execFileSync } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -15,6 +17,21 @@ import { countBy, processFigures, requestClass } from './measure.js';
 import { runOnStack } from './on-stack.js';
 
 const say = (line: string) => process.stderr.write(`[scale] ${line}\n`);
+const MiB = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
+
+/** The heap figures of prom-client's default metrics in a /metrics text, in MiB: per space `used / allocated`. */
+function heapOf(metrics: string): Record<string, string | number> {
+  const value = (name: string, space?: string) => {
+    const line = metrics.split('\n').find((l) => l.startsWith(space ? `${name}{space="${space}"}` : `${name} `));
+    return line ? Number(line.split(' ').pop()) : NaN;
+  };
+  const spaces = [...metrics.matchAll(/^nodejs_heap_space_size_total_bytes\{space="([^"]+)"\}/gm)].map((m) => m[1]!);
+  return {
+    heap: `${MiB(value('nodejs_heap_size_used_bytes'))} / ${MiB(value('nodejs_heap_size_total_bytes'))}`,
+    external: MiB(value('nodejs_external_memory_bytes')),
+    ...Object.fromEntries(spaces.map((space) => [space, `${MiB(value('nodejs_heap_space_size_used_bytes', space))} / ${MiB(value('nodejs_heap_space_size_total_bytes', space))}`])),
+  };
+}
 const { values } = parseArgs({ options: { resources: { type: 'string' }, 'idle-seconds': { type: 'string' }, 'node-option': { type: 'string', multiple: true } } });
 // Flags for the manager's node (heap sizes to try), before its entry.
 const nodeArgs = values['node-option'] ?? [];
@@ -52,6 +69,7 @@ await runOnStack('scale', say, async () => {
       const manager = await cw.startManager();
       const leading = await manager.waitForLog(LEADING, 120_000);
       const atLead = await processFigures(manager.pid);
+      const heapAtLead = heapOf(await cw.managerMetrics());
       const requestsBefore = cw.proxy.requests.length;
       // By the Ready condition's observedGeneration, which both families set: before 995ce0c a suspended PtahSchema
       // recorded no status.observedGeneration (the runs in bench/README.md predate that).
@@ -73,9 +91,11 @@ await runOnStack('scale', say, async () => {
         await new Promise((r) => setTimeout(r, 1_000));
       }
       const afterSweep = await processFigures(manager.pid);
+      const heapAfterSweep = heapOf(await cw.managerMetrics());
       const sweepRequests = cw.proxy.requests.slice(requestsBefore);
       await new Promise((r) => setTimeout(r, idleSeconds * 1_000));
       const afterIdle = await processFigures(manager.pid);
+      const heapAfterIdle = heapOf(await cw.managerMetrics());
       const idleRequests = cw.proxy.requests.slice(requestsBefore + sweepRequests.length);
 
       const sweepSeconds = (sweptAt - leading) / 1000;
@@ -83,6 +103,7 @@ await runOnStack('scale', say, async () => {
         when: new Date().toISOString(), node: process.version, cpus: cpus().length, loadavgBefore: load, resources,
         sweep: sweptAt ? { seconds: sweepSeconds, managerCpuSeconds: afterSweep.cpuSeconds - atLead.cpuSeconds, resourcesPerSecond: resources / sweepSeconds } : { notFinished: `${swept} of ${resources} reported Suspended` },
         rssMiB: { atLeading: atLead.rssMiB, afterSweep: afterSweep.rssMiB, afterIdle: afterIdle.rssMiB, peak: afterIdle.peakMiB },
+        heapMiB: { atLeading: heapAtLead, afterSweep: heapAfterSweep, afterIdle: heapAfterIdle },
         idle: { seconds: idleSeconds, managerCores: idleSeconds ? (afterIdle.cpuSeconds - afterSweep.cpuSeconds) / idleSeconds : 0 },
         requests: {
           sweep: { total: sweepRequests.length, byClass: countBy(sweepRequests.map((r) => requestClass(r.method, r.path))) },

@@ -65,6 +65,8 @@ export interface CrashWorld<W extends CrashBase = MigrationWorld> {
    * them again.
    */
   unregisterManagerWebhooks(): Promise<void>;
+  /** The running manager's /metrics text (the benchmarks read its heap by space from it). */
+  managerMetrics(): Promise<string>;
 }
 
 /** Sums controller_runtime_webhook_requests_total: how many admission requests the process has answered. */
@@ -159,6 +161,10 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
         manager = undefined;
         await running?.kill();
       });
+    },
+    async managerMetrics() {
+      if (!manager) throw new Error('no manager is running');
+      return (await httpsText(`${manager.url}/metrics`, servingCa)).body;
     },
     async unregisterManagerWebhooks() {
       if (manager) throw new Error(`${manager.name} is still running`);
