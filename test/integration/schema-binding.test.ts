@@ -149,8 +149,9 @@ t.test('a binding change while a Plan runs keeps its claim and the realm until t
   t.ok(rotatedWhileRunning, 'the binding rotated while the Plan Job still ran');
   t.same(problems, [], 'the Plan kept its claim and the realm while its Job ran');
 
-  const settled = await w.waitFor('catalog', 'the retired Plan claim retired and the record cleared',
-    (s) => (s.status?.activeOperation?.id !== claim.id && !s.status?.pendingBindingRetirement ? s : undefined));
+  // The release is owed (pendingLockRelease) in the retiring write and done by the next pass: wait for both.
+  const settled = await w.waitFor('catalog', 'the retired Plan claim retired, its release done and the record cleared',
+    (s) => (s.status?.activeOperation?.id !== claim.id && !s.status?.pendingBindingRetirement && !s.status?.pendingLockRelease ? s : undefined));
   t.not(settled.status?.executionBinding?.epoch, epoch1, 'the new epoch is in force');
   t.ok(Date.now() >= endedAt(planJob), 'the claim went only after the Job ended');
   const [after] = await leaseHolding(w, lease);
