@@ -66,6 +66,8 @@ t.test('a pods/log read that never answers is bounded, retried and given up on, 
   tt.comment(`given up at +${Date.now() - finished} ms: ${JSON.stringify(retried.status?.conditions?.map((c) => `${c.type}=${c.status}/${c.reason}: ${c.message}`))}`);
   tt.ok(retried.status?.conditions?.some((c) => c.reason === 'HistoryReadRetried' && /could not be read for \d+ s \(last: .*timed out/.test(c.message ?? '')),
     `a status condition names the retry and why (${reason?.reason}: ${reason?.message})`);
-  tt.ok((await eventsAbout(w, created.metadata!.uid!, 'OperationRetried')).length > 0, 'and an OperationRetried Event announces it');
+  // The Event is recorded after the status write that carries the condition, by the manager's Event recorder.
+  const announced = await waitFor(async () => (await eventsAbout(w, created.metadata!.uid!, 'OperationRetried'))[0], { what: 'an OperationRetried Event', timeoutMs: WAIT_MS }).catch(() => undefined);
+  tt.ok(announced, 'and an OperationRetried Event announces it');
   tt.same(await w.history(stuckDb), [], 'the stuck migration applied nothing: its reading was never read');
 });
