@@ -4,13 +4,14 @@
 // API server by URL, applies the sample PtahMigration against a fresh database, approves its plan as the approver
 // identity, and follows it until it converges. Ctrl-C (or SIGTERM) tears everything down. The manager and the
 // runner run from the compiled build (dist/) under plain node, as in production; it is brought up to date first.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, writeFile, copyFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { generateCertificates } from '../../certs/generate.js';
+import { buildDist } from '../stack/build.js';
 import { applyManifestFile, crdManifestFiles } from '../stack/manifests.js';
 import { REPO_ROOT } from '../stack/paths.js';
 import { createTestDatabase } from '../stack/postgres.js';
@@ -33,7 +34,7 @@ const say = (line: string): void => {
 
 async function main(): Promise<void> {
   await mkdir(LOCAL_DIR, { recursive: true });
-  await build();
+  say(`build in dist/ is current (${await buildDist()} ms)`);
   say('starting PostgreSQL, etcd, kube-apiserver, kube-controller-manager and the fake kubelet…');
   const stack = await startStack({ log: (line) => say(line), images: defaultImages(REPO_ROOT, 'compiled') });
   let manager: ChildProcess | undefined;
@@ -159,17 +160,6 @@ async function applySample(client: KubeClient, pgUrl: string, sample: string, da
  * `npm run build`: tsc is incremental (its build info lives in dist/), so an unchanged tree costs a couple of
  * seconds and a changed one is rebuilt, which is how dist/ is known to be current.
  */
-async function build(): Promise<void> {
-  const started = Date.now();
-  await new Promise<void>((resolve, reject) => {
-    execFile('npm', ['run', '--silent', 'build'], { cwd: REPO_ROOT }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`npm run build failed:\n${stdout}${stderr}`));
-      else resolve();
-    });
-  });
-  say(`build in dist/ is current (${Date.now() - started} ms)`);
-}
-
 /** Follows the sample through its lifecycle, approving its plan as the approver identity. */
 async function followSample(client: KubeClient, approver: KubeClient): Promise<void> {
   const ref = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: DEMO_NAMESPACE, name: 'orders' };
