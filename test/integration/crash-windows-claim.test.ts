@@ -58,7 +58,8 @@ const LEASE_THEN_EPOCH: CrashRow = {
     const claim = run.claim;
     if (!claim?.coordinationDigest) return ['no Apply claim with a realm stood at the kill'];
     const problems: string[] = [];
-    const lease = run.leasesAtKill.find((l) => l.metadata?.name === leaseNameFor(claim.coordinationDigest!));
+    const realmLease = leaseNameFor(claim.coordinationDigest);
+    const lease = run.leasesAtKill.find((l) => l.metadata?.name === realmLease);
     const epoch = lease?.metadata?.annotations?.[LEASE_EPOCH_ANNOTATION];
     if (lease?.spec?.holderIdentity !== holderIdentityFor(run.atKill.metadata.uid!, claim.id)) problems.push(`the Lease at the kill was held by ${lease?.spec?.holderIdentity}, not the claim`);
     if (!epoch || epoch === claim.leaseEpoch) problems.push(`the status named the Lease's epoch ${epoch} at the kill: the window was not open`);

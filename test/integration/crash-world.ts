@@ -69,10 +69,14 @@ export interface CrashWorld<W extends CrashBase = MigrationWorld> {
   managerMetrics(): Promise<string>;
 }
 
+/** A manager's /metrics text. */
+async function metricsText(url: string, caPem: string): Promise<string> {
+  return (await httpsText(`${url}/metrics`, caPem)).body;
+}
+
 /** Sums controller_runtime_webhook_requests_total: how many admission requests the process has answered. */
 async function webhookRequests(url: string, caPem: string): Promise<number> {
-  const { body } = await httpsText(`${url}/metrics`, caPem);
-  return body.split('\n').filter((l) => l.startsWith('controller_runtime_webhook_requests_total'))
+  return (await metricsText(url, caPem)).split('\n').filter((l) => l.startsWith('controller_runtime_webhook_requests_total'))
     .reduce((sum, l) => sum + Number(l.split(' ').pop() ?? 0), 0);
 }
 
@@ -164,7 +168,7 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
     },
     async managerMetrics() {
       if (!manager) throw new Error('no manager is running');
-      return (await httpsText(`${manager.url}/metrics`, servingCa)).body;
+      return metricsText(manager.url, servingCa);
     },
     async unregisterManagerWebhooks() {
       if (manager) throw new Error(`${manager.name} is still running`);
