@@ -350,8 +350,10 @@ t.test('the execution deadline stops the executor; a migration report written on
       const env = validEnv(ws, 'migration-apply');
       env.PTAH_TERMINATION_GRACE_PERIOD_SECONDS = '1';
       env.PTAH_RUNNER_TEST_HOOKS = '1';
-      // The runner's clock reads one second before the deadline when the executor starts.
-      env.PTAH_RUNNER_TEST_CLOCK_BEFORE_EXEC = new Date(Date.parse(env.PTAH_EXECUTION_NOT_AFTER) - 1000).toISOString();
+      // The runner's clock reads five seconds before the deadline when the executor starts: the fake executor must
+      // have its SIGTERM handler in place when the deadline comes, or SIGTERM's default action ends it (143) and
+      // neither scenario is what runs. With one second, a CI run under load started node too slowly for that.
+      env.PTAH_RUNNER_TEST_CLOCK_BEFORE_EXEC = new Date(Date.parse(env.PTAH_EXECUTION_NOT_AFTER) - 5000).toISOString();
       const outcome = await runRunner(ws, { operation: 'migration-apply', env, scenario: { ...scenario } as Scenario });
       const result = framed(tt, outcome, 'migration-apply');
       tt.ok(outcome.executorGotSigterm, 'the executor got SIGTERM at the deadline');
