@@ -13,6 +13,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { Informer } from '../src/controller/informer.js';
 import type { PtahMigration } from '../src/shared/api/migration-kinds.js';
 import type { PtahSchema } from '../src/shared/api/schema-kinds.js';
+import { ApiError } from '../src/shared/kube-client.js';
 import { holderIdentityFor } from '../src/shared/realm.js';
 import { sharedCluster } from '../tools/stack/cluster.js';
 import type { RecordedRequest } from '../test/harness/crash-proxy.js';
@@ -329,18 +330,23 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
   }, () => chaos);
 
   // The approver: every plan that waits for approval is approved once; an unresolved run standing long is acknowledged.
+  // A create that admission never answered (the manager serving the webhook is down: the API server says 500, or an
+  // injected fault) is tried again at the next look, as a person would; one admission refused (4xx) is not.
   const approved = new Set<string>();
   const acknowledged = new Set<string>();
   const unresolvedSince = new Map<string, number>();
+  const refusedByAdmission = (e: unknown): boolean => e instanceof ApiError && e.code !== undefined && e.code >= 400 && e.code < 500;
   const approve = async (key: string, act: () => Promise<unknown>) => {
     if (approved.has(key)) return;
     approved.add(key);
     try {
       await act();
       injected.approvals += 1;
-    } catch {
+    } catch (e) {
       // A plan retired between the read and the approval is refused by admission; the next plan gets its own.
-      injected.approvalsRefused += 1;
+      if (refusedByAdmission(e)) injected.approvalsRefused += 1;
+      else approved.delete(key);
+      say(`soak: approving ${key}: ${(e as Error).message}`);
     }
   };
   every(() => 2_000, async () => {
@@ -358,8 +364,15 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
         const since = unresolvedSince.get(run.operationID) ?? Date.now();
         unresolvedSince.set(run.operationID, since);
         if (Date.now() - since < options.acknowledgeAfterMs) continue;
+        try {
+          await mw.acknowledge(name, run.operationID);
+        } catch (e) {
+          if (!refusedByAdmission(e)) throw e; // logged by the loop; the next look tries again
+          acknowledged.add(run.operationID);
+          say(`soak: acknowledging ${name}'s unresolved run was refused: ${(e as Error).message}`);
+          continue;
+        }
         acknowledged.add(run.operationID);
-        await mw.acknowledge(name, run.operationID);
         injected.acknowledgments += 1;
         say(`soak: acknowledged ${name}'s unresolved run ${run.operationID.slice(0, 19)}… (${run.outcome})`);
       }
