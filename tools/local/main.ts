@@ -156,10 +156,6 @@ async function applySample(client: KubeClient, pgUrl: string, sample: string, da
   say(`applied ${sample} in namespace ${DEMO_NAMESPACE} (database ${db.name})`);
 }
 
-/**
- * `npm run build`: tsc is incremental (its build info lives in dist/), so an unchanged tree costs a couple of
- * seconds and a changed one is rebuilt, which is how dist/ is known to be current.
- */
 /** Follows the sample through its lifecycle, approving its plan as the approver identity. */
 async function followSample(client: KubeClient, approver: KubeClient): Promise<void> {
   const ref = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: DEMO_NAMESPACE, name: 'orders' };

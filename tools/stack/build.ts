@@ -1,5 +1,6 @@
 // `npm run build` (tsc into dist/), for the stacks whose runner image runs the compiled build as production does:
-// `npm run local` and the test suite. Incremental, so a build that is already current costs a few seconds.
+// `npm run local` and the test suite. tsc is incremental (its build info lives in dist/), so an unchanged tree costs
+// a few seconds and a changed one is rebuilt, which is how dist/ is known to be current.
 import { execFile } from 'node:child_process';
 import { REPO_ROOT } from './paths.js';
 
