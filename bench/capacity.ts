@@ -9,12 +9,11 @@
 // Per phase: Jobs created per minute (average and the busiest minute), Job done p50/p95 (creation to completion),
 // manager CPU (cores) and peak RSS, API requests by method and resource; the bench process itself (the fake
 // kubelet, the proxy, the watches) is reported apart.
-import { execFileSync } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { V1ConfigMap, V1Job, V1Secret } from '@kubernetes/client-node';
 import type { KubeObject } from '../src/shared/kube-client.js';
-import { REPO_ROOT } from '../tools/stack/paths.js';
+import { buildDist } from '../tools/stack/build.js';
 import { countBy, percentile, processFigures, requestClass, type ProcessFigures } from './measure.js';
 import { runOnStack } from './on-stack.js';
 
@@ -78,8 +77,7 @@ await runOnStack('capacity', say, async () => {
   return {
     timeoutMs: (40 + steadyMinutes + perFamily) * 60_000,
     async body(tt) {
-      say('npm run build');
-      execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'ignore' });
+      say(`npm run build: dist/ is current (${await buildDist()} ms)`);
       const cw = await crashWorld(tt, { schemas: true, manager: { build: 'compiled', logLevel: 'info', nodeArgs } });
       const { w } = cw;
       const load = loadavg().map((l) => l.toFixed(2)).join(' ');

@@ -3,10 +3,10 @@
 // the controller's API requests and CPU per operation lifecycle (issue #10, DESIGN §8), measured by
 // bench/controller-cost-run.ts on a stack of its own (bench/on-stack.ts). Prints the report and writes it beside
 // itself as controller-cost-report.json.
-import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { buildDist } from '../tools/stack/build.js';
 import { REPO_ROOT } from '../tools/stack/paths.js';
 import { runOnStack } from './on-stack.js';
 
@@ -41,8 +41,7 @@ await runOnStack('controller cost', say, async () => {
     timeoutMs: options.timeoutMs + 10 * 60_000,
     async body(t) {
       if (options.compiled) {
-        say('npm run build');
-        execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'ignore' });
+        say(`npm run build: dist/ is current (${await buildDist()} ms)`);
       }
       const report = await runControllerCost(t, options);
       await writeFile(join(REPO_ROOT, 'bench/controller-cost-report.json'), `${JSON.stringify(report, null, 2)}\n`);

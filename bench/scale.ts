@@ -8,11 +8,10 @@
 // - its API requests in each span by method and resource, from the proxy;
 // - at each of those moments, its V8 heap by space (used of allocated) and external memory, from its /metrics, so
 //   the RSS can be told apart into live objects, garbage not yet collected, and what is not heap at all.
-import { execFileSync } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { KubeObject } from '../src/shared/kube-client.js';
-import { REPO_ROOT } from '../tools/stack/paths.js';
+import { buildDist } from '../tools/stack/build.js';
 import { countBy, processFigures, requestClass } from './measure.js';
 import { runOnStack } from './on-stack.js';
 
@@ -49,8 +48,7 @@ await runOnStack('scale', say, async () => {
   return {
     timeoutMs: (30 + idleSeconds / 60 + resources / 50) * 60_000,
     async body(tt) {
-      say('npm run build');
-      execFileSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: 'ignore' });
+      say(`npm run build: dist/ is current (${await buildDist()} ms)`);
       const cw = await crashWorld(tt, { schemas: true, manager: { build: 'compiled', logLevel: 'info', nodeArgs } });
       const { w } = cw;
       const migration = sampleOf<KubeObject & { spec: { suspend?: boolean } }>(await sampleObjects(SAMPLE), 'PtahMigration');

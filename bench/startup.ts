@@ -2,12 +2,13 @@
 // against source under tsx (`node --import tsx src/main.ts`, as the tests run it), with tsx's cache warm and
 // disabled (as in a container whose root filesystem is read-only). See bench/README.md.
 //   npx tsx bench/startup.ts [--runs 5]
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateCertificates } from '../certs/generate.js';
+import { buildDist } from '../tools/stack/build.js';
 import { REPO_ROOT } from '../tools/stack/paths.js';
 
 /** The manager's last start-up line (src/main.ts): the HTTPS service listens. */
@@ -74,7 +75,7 @@ async function main(): Promise<void> {
   const runs = Number(values.runs);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a whole number of at least 1, not "${values.runs}"`);
 
-  execFileSync('npm', ['run', '--silent', 'build'], { cwd: REPO_ROOT, stdio: 'inherit' }); // incremental: dist/ is current
+  await buildDist();
   const dir = await mkdtemp(join(tmpdir(), 'ptah-startup-'));
   try {
     const certs = await generateCertificates({ outDir: join(dir, 'certs') });

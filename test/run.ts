@@ -1,7 +1,7 @@
 // The suite's runner (`npm test`, or `npx tsx test/run.ts [tap flags] [test files]`): brings dist/ up to date, starts
-// one PostgreSQL server, one control plane and the fake kubelet for the whole run, runs tap over the test files with the stack's
-// environment, stops everything, and prints as its last line `N passed, M failed`, counted from tap's raw TAP so a
-// file that crashed still counts. Exits non-zero when anything failed, including the stack itself.
+// one PostgreSQL server, one control plane and the fake kubelet for the whole run, runs tap over the test files with
+// the stack's environment, stops everything, and prints as its last line `N passed, M failed`, counted from tap's raw
+// TAP so a file that crashed still counts. Exits non-zero when anything failed, including the stack itself.
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
