@@ -63,6 +63,7 @@ build_etcd() {
 [ -x "$OUT/etcd" ] || build_etcd
 have_all || build_kube
 "$OUT/kube-apiserver" --version >&2
-"$OUT/etcd" --version | head -1 >&2
+# sed, not head: head would close the pipe before etcd is done writing (SIGPIPE: exit 141 under pipefail).
+"$OUT/etcd" --version | sed -n 1p >&2
 log "built in $(( $(date +%s) - start ))s into $OUT ($(du -sh "$OUT" | cut -f1))"
 echo "$OUT"
