@@ -25,7 +25,7 @@ const rebuild = () => rebuildClaimJob({
   claim: claim as never,
   plan: w.plan as never,
   coordinationDigest: REALM,
-  manager: { ...MANAGER_IMAGES, runnerImage: BINDING.executorImage, controllerStateVersion: BINDING.controllerStateVersion, runnerProtocolVersion: BINDING.runnerProtocolVersion },
+  manager: { ...MANAGER_IMAGES, executorIdentity: BINDING.executorIdentity, controllerStateVersion: BINDING.controllerStateVersion, runnerProtocolVersion: BINDING.runnerProtocolVersion },
   liveJob: job,
 });
 const mode: MatchMode = { kind: 'rebuild', rebuilt: rebuild(), submitted: true };

@@ -1,6 +1,7 @@
-// The execution binding, for both families: which executor image, runner protocol and controller-state version a
-// resource's plans, approvals and claims are bound to, named by an epoch. A change to a bound component installs a
-// new epoch; a change to what the binding only records (the controller image and revision) keeps it.
+// The execution binding, for both families: which executor (by the digest of its code), runner protocol and
+// controller-state version a resource's plans, approvals and claims are bound to, named by an epoch. A change to a
+// bound component installs a new epoch; a change to what the binding only records (the controller image and
+// revision, the runner image) keeps it (docs/execution-binding.md).
 import { randomBytes } from 'node:crypto';
 import type { ExecutionBinding } from '../shared/api/shapes.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
@@ -15,7 +16,7 @@ export function bindingOf(pass: AnyPass, epoch: string): ExecutionBinding {
   return {
     epoch,
     controllerStateVersion: m.controllerStateVersion,
-    executorImage: m.executorImage,
+    executorIdentity: m.executorIdentity,
     runnerImage: m.runnerImage,
     runnerProtocolVersion: m.runnerProtocolVersion,
     controllerImage: m.controllerImage,
@@ -23,20 +24,20 @@ export function bindingOf(pass: AnyPass, epoch: string): ExecutionBinding {
   };
 }
 
-/** Whether a bound component (controller-state version, executor image, runner protocol) differs from this manager's. */
+/**
+ * Whether a bound component (controller-state version, executor identity, runner protocol) differs from this
+ * manager's. A binding written before executors were identified names none, so it differs.
+ */
 export function boundComponentsMoved(pass: AnyPass, binding: ExecutionBinding): boolean {
   const m = pass.deps.manager;
-  return binding.controllerStateVersion !== m.controllerStateVersion || binding.executorImage !== m.executorImage ||
+  return binding.controllerStateVersion !== m.controllerStateVersion || binding.executorIdentity !== m.executorIdentity ||
     binding.runnerProtocolVersion !== m.runnerProtocolVersion;
 }
 
-/**
- * Whether only what the binding records (the controller image and revision) differs. The runner image is the
- * executor image, so it moves with the bound components, never on its own.
- */
+/** Whether only what the binding records (the controller image and revision, the runner image) differs. */
 export function recordedComponentsMoved(pass: AnyPass, binding: ExecutionBinding): boolean {
   const m = pass.deps.manager;
-  return binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision;
+  return binding.controllerImage !== m.controllerImage || binding.controllerRevision !== m.controllerRevision || binding.runnerImage !== m.runnerImage;
 }
 
 /**
@@ -53,7 +54,7 @@ export function bindingToRecord(pass: AnyPass, current: ExecutionBinding | undef
 /** The message a rotation announces: what moved, and that the old epoch's plans and approvals authorize nothing. */
 export function rotationMessage(pass: AnyPass, current: ExecutionBinding): string {
   const m = pass.deps.manager;
-  return `the execution binding moved (executor ${current.executorImage} → ${m.executorImage}, ` +
+  return `the execution binding moved (executor ${current.executorIdentity ?? 'unidentified'} → ${m.executorIdentity}, ` +
     `protocol ${current.runnerProtocolVersion} → ${m.runnerProtocolVersion}, state ${current.controllerStateVersion} → ` +
     `${m.controllerStateVersion}); plans and approvals of epoch ${current.epoch} no longer authorize anything`;
 }

@@ -5,6 +5,7 @@
 import { systemClock, type Clock } from '../shared/clock.js';
 import type { KubeObject } from '../shared/kube-client.js';
 import type { DispatchOrder } from '../shared/lifecycle/dispatch.js';
+import { ownExecutorIdentity } from '../shared/executor-identity.js';
 import { RUNNER_PROTOCOL_VERSION } from '../shared/runner-protocol.js';
 import { TargetLock } from '../shared/targetlock.js';
 import { Controller } from './controller.js';
@@ -17,7 +18,7 @@ export const CONTROLLER_STATE_VERSION = 1;
 
 export interface FamilyControllerOptions {
   /** Images and revision this manager records on its Jobs (the webhook is given the same). */
-  manager: Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> & Partial<Omit<ManagerIdentity, 'executorImage'>>;
+  manager: Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> & Partial<ManagerIdentity>;
   /** Watch one namespace only (--watch-namespace, and the tests); every namespace by default. */
   namespace?: string;
   /**
@@ -37,10 +38,9 @@ export function managerIdentityOf(options: FamilyControllerOptions): ManagerIden
   return {
     controllerStateVersion: CONTROLLER_STATE_VERSION,
     runnerProtocolVersion: RUNNER_PROTOCOL_VERSION,
+    // The executor this manager's build carries; its runner image carries the same (one image for both).
+    executorIdentity: ownExecutorIdentity(),
     ...options.manager,
-    // The executor runs inside the runner image, so that image is what the binding names as the executor's: a new
-    // runner image is a new execution epoch (docs/execution-binding.md).
-    executorImage: options.manager.runnerImage,
   };
 }
 

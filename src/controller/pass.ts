@@ -17,10 +17,10 @@ import type { EventInput } from './events.js';
 export interface ManagerIdentity {
   controllerImage: string;
   controllerRevision: string;
-  /** Runs the runner, and the executor as its child: the Job's only container. */
+  /** Carries the runner, and the executor as its child: the Job's only container. Recorded, never bound. */
   runnerImage: string;
-  /** The image that opens the database; in this project the runner image itself. */
-  executorImage: string;
+  /** The digest of the code that opens the database (src/shared/executor-identity.ts); bound by the epoch. */
+  executorIdentity: string;
   /** Bumped when the meaning of stored status changes; part of the execution binding. */
   controllerStateVersion: number;
   runnerProtocolVersion: number;

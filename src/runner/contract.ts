@@ -7,6 +7,8 @@
 // Environment (names in src/shared/runner-env.ts, RUNNER_ENV):
 //   PTAH_OPERATION_ID                      every op   the frame echoes it; without a valid one nothing is framable
 //   PTAH_RUNNER_PROTOCOL_VERSION           every op   checked before anything else; must equal RUNNER_PROTOCOL_VERSION
+//   PTAH_EXECUTOR_IDENTITY                 every op   the executor the binding names; must equal the one this image
+//                                                     carries (src/shared/executor-identity.ts)
 //   PTAH_DB_URL                            every op   from the target Secret; never leaves the Pod in any form but a digest
 //   PTAH_DEV_URL                           plan       optional scratch database; passed to plan only
 //   PTAH_COORDINATION_DIGEST               every op   the claim's realm, echoed in the frame
@@ -29,7 +31,7 @@
 //                                                     read-only operations take no realm lock and ignore it
 //
 // Checks, in order; each refusal is framed with its RUNNER_ERROR code and childExitCode -1:
-//   1. protocol version; 2. required inputs and their formats; 3. bindings: coordination digest, then the
+//   1. protocol version; 1b. executor identity; 2. required inputs and their formats; 3. bindings: coordination digest, then the
 //   target identity computed from the URL; 4. deadlines; 5. apply: plan bytes from the plan directory (sorted
 //   files, dot-entries skipped, symlinks only inside the directory, size bound) against their digest, and a
 //   well-formed canonical plan document; 6. artifact files against the artifact digest; 7. migration-apply: the
@@ -97,6 +99,30 @@ export function checkProtocolVersion(env: Env): void {
     throw new RunnerRefusal(
       RUNNER_ERROR.protocolMismatch,
       `${RUNNER_ENV.protocolVersion} does not name protocol ${RUNNER_PROTOCOL_VERSION}, the one this runner speaks; run a runner built for the manager's protocol`,
+    );
+  }
+}
+
+/**
+ * Check 1b: the Job names the executor this image carries. The execution binding binds the executor by the digest
+ * of its code, not by an image reference, so this is where the binding meets the code that will open the database:
+ * an image that carries another executor than the one the plan was approved under runs nothing.
+ */
+export function checkExecutorIdentity(env: Env, own: () => string): void {
+  const named = env[RUNNER_ENV.executorIdentity];
+  if (named === undefined || named === '') {
+    throw new RunnerRefusal(RUNNER_ERROR.executorIdentityMismatch, `${RUNNER_ENV.executorIdentity} is not set; the Job does not say which executor its binding names, so nothing was run`);
+  }
+  let carried: string;
+  try {
+    carried = own();
+  } catch (error) {
+    throw new RunnerRefusal(RUNNER_ERROR.executorIdentityMismatch, `this image's executor identity cannot be read (${(error as Error).message}); nothing was run`);
+  }
+  if (named !== carried) {
+    throw new RunnerRefusal(
+      RUNNER_ERROR.executorIdentityMismatch,
+      `the Job's binding names executor ${named}, but this image carries ${carried}; nothing was run. Point the manager's --runner-image at an image of its own release`,
     );
   }
 }

@@ -1,10 +1,11 @@
 // One runner operation from inputs to result: the checks in contract order, the executor run, and the decision.
 // Never throws: every way a run can end is a RunnerResult.
+import { ownExecutorIdentity } from '../shared/executor-identity.js';
 import { MUTATING_RUNNER_OPERATIONS } from '../shared/runner-env.js';
 import { RUNNER_ERROR, RUNNER_PROTOCOL_VERSION, type RunnerResult } from '../shared/runner-protocol.js';
 import type { RunnerArgs } from './args.js';
 import { checkBindings, identifyTarget } from './bindings.js';
-import { checkProtocolVersion, readInputs, type Env, type RunnerInputs } from './contract.js';
+import { checkExecutorIdentity, checkProtocolVersion, readInputs, type Env, type RunnerInputs } from './contract.js';
 import { checkDeadlines } from './deadlines.js';
 import { decideRun } from './decide.js';
 import type { Diagnostics } from './diagnostics.js';
@@ -23,6 +24,8 @@ export interface RunContext {
   clock: RunnerClock;
   redactor: Redactor;
   diagnostics: Diagnostics;
+  /** The executor identity this image carries; the build's own unless a test gives another. */
+  executorIdentity?: () => string;
 }
 
 type Frame = Record<string, unknown>;
@@ -39,6 +42,7 @@ export async function runOperation(context: RunContext): Promise<RunnerResult> {
   if (MUTATING_RUNNER_OPERATIONS.has(args.operation)) Object.assign(frame, { mutationStarted: false, uncertain: false });
   let prepared: PreparedRun | undefined;
   try {
+    checkExecutorIdentity(env, context.executorIdentity ?? ownExecutorIdentity);
     const inputs = readInputs(args.operation, operationId, env);
     frame.coordinationDigest = inputs.coordinationDigest;
     const identity = identifyTarget(inputs);

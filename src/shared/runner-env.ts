@@ -17,6 +17,8 @@ export const RUNNER_ENV = {
   operationId: 'PTAH_OPERATION_ID',
   /** Decimal protocol version the manager speaks; checked before anything else. */
   protocolVersion: 'PTAH_RUNNER_PROTOCOL_VERSION',
+  /** The executor identity the claim's execution binding names; the runner starts no other executor. */
+  executorIdentity: 'PTAH_EXECUTOR_IDENTITY',
   /** The database URL, from the target Secret through secretKeyRef. The only credential a Job holds. */
   dbUrl: 'PTAH_DB_URL',
   /** Optional scratch database for `plan` (secretKeyRef). */

@@ -49,6 +49,7 @@ export const MAX_RESULT_LOG_BYTES =
 export const RUNNER_ERROR = {
   // Refusals: the executor never started (childExitCode -1).
   protocolMismatch: 'runner_protocol_mismatch',
+  executorIdentityMismatch: 'executor_identity_mismatch',
   missingInput: 'missing_input',
   invalidInput: 'invalid_input',
   invalidTarget: 'invalid_target',

@@ -25,6 +25,11 @@ export interface ManagerProcessOptions {
   runnerImage: string;
   controllerImage: string;
   revision: string;
+  /**
+   * The source tree whose src/main.ts runs (another release, tools/stack/variants.ts); default the checkout. From
+   * source only: its executor identity is computed from that tree's own files.
+   */
+  root?: string;
   /** Two dispatch steps to exchange: the deliberately wrong manager. */
   order?: readonly [DispatchStep, DispatchStep];
   /**
@@ -59,13 +64,14 @@ export const LEADING = 'leading: starting controllers';
 /** Starts the manager and waits until it serves /healthz. */
 export async function startManagerProcess(options: ManagerProcessOptions): Promise<ManagerProcess> {
   if (options.order && options.build === 'compiled') throw new Error('the swapped manager runs from source only');
+  if (options.root && (options.order || options.build === 'compiled')) throw new Error('another release runs from its source, unswapped');
   const compiled = options.build === 'compiled';
   const flags = compiled ? [] : ['--import', 'tsx'];
   const script = options.order ? 'test/harness/manager-swapped-main.ts' : compiled ? 'dist/src/main.js' : 'src/main.ts';
   const args = [
     ...flags,
     ...(options.nodeArgs ?? []),
-    join(REPO_ROOT, script),
+    join(options.root ?? REPO_ROOT, script),
     ...(options.order ? ['--swap', options.order.join(',')] : []),
     '--kubeconfig', options.kubeconfig,
     '--cert-dir', options.certDir,

@@ -10,7 +10,7 @@ import { resolveSnapshot } from '../../src/shared/podintent.js';
 import { coordinationDigest } from '../../src/shared/realm.js';
 import type { UserInfo } from '../../src/webhook/admission.js';
 import { admissionTime, identityOf } from '../../src/webhook/identity.js';
-import { MANAGER_IMAGES, NOW, review, type MemoryReader, type StoredObject } from './webhook.js';
+import { MANAGER_IMAGES, NOW, review, TEST_EXECUTOR_IDENTITY, type MemoryReader, type StoredObject } from './webhook.js';
 
 export const NS = 'team-a';
 export const GROUP = 'operator.ptah.run';
@@ -22,7 +22,7 @@ export const d = (seed: string): string => sha256Digest(seed);
 export const BINDING = {
   epoch: EPOCH,
   controllerStateVersion: 1,
-  executorImage: MANAGER_IMAGES.runnerImage,
+  executorIdentity: TEST_EXECUTOR_IDENTITY,
   runnerImage: MANAGER_IMAGES.runnerImage,
   runnerProtocolVersion: 1,
   controllerImage: MANAGER_IMAGES.controllerImage,
@@ -132,7 +132,7 @@ const rebuild = (owner: StoredObject, claim: Record<string, unknown>, plan: Stor
     claim: claim as never,
     plan: plan as never,
     coordinationDigest: REALM,
-    manager: { ...MANAGER_IMAGES, controllerStateVersion: BINDING.controllerStateVersion, runnerProtocolVersion: BINDING.runnerProtocolVersion },
+    manager: { ...MANAGER_IMAGES, executorIdentity: BINDING.executorIdentity, controllerStateVersion: BINDING.controllerStateVersion, runnerProtocolVersion: BINDING.runnerProtocolVersion },
   });
 
 /**

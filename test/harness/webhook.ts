@@ -16,6 +16,8 @@ import type { AdmissionRequest, AdmissionResponseBody, GroupVersionKind, GroupVe
 import { buildServer, type ServerLimits, type WebhookServer } from '../../src/webhook/server.js';
 
 export const MANAGER = 'system:serviceaccount:ptah-system:ptah-manager';
+/** An executor identity for tests whose Jobs no runner runs. */
+export const TEST_EXECUTOR_IDENTITY = `sha256:${'e'.repeat(64)}`;
 export const MANAGER_IMAGES = {
   controllerImage: `registry.example/ptah@sha256:${'c'.repeat(64)}`,
   controllerRevision: 'rev-1',

@@ -75,7 +75,7 @@ const TARGET = { engine: 'PostgreSQL', coordinationKey: 'orders-db', urlFrom: { 
 const BINDING = {
   epoch: EPOCH,
   controllerStateVersion: 1,
-  executorImage: TEST_MANAGER_IMAGES.runnerImage,
+  executorIdentity: `sha256:${'e'.repeat(64)}`,
   runnerImage: TEST_MANAGER_IMAGES.runnerImage,
   runnerProtocolVersion: 1,
   controllerImage: TEST_MANAGER_IMAGES.controllerImage,
@@ -124,7 +124,7 @@ function historyClaim(owner: PtahMigration): HistoryClaim {
       claim,
       // A History claim takes no Lease and records no realm: the Job carries the owner's.
       coordinationDigest: coordinationDigest({ engine: TARGET.engine, namespace: ns, coordinationKey: TARGET.coordinationKey }),
-      manager: { ...TEST_MANAGER_IMAGES, controllerStateVersion: BINDING.controllerStateVersion, runnerProtocolVersion: BINDING.runnerProtocolVersion },
+      manager: { ...TEST_MANAGER_IMAGES, executorIdentity: BINDING.executorIdentity, controllerStateVersion: BINDING.controllerStateVersion, runnerProtocolVersion: BINDING.runnerProtocolVersion },
     });
   const unsnapshotted = { ...base, jobName };
   const claim = { ...unsnapshotted, admissionSnapshot: resolveSnapshot(build(unsnapshotted).spec!.template) };

@@ -4,39 +4,27 @@
 // steps are exchanged, where the same verdict must find the problem), the pendingBindingRetirement record written
 // in the patch that installs a new execution-binding epoch, and a schema Apply adopted beside two migration Applies.
 import t, { type Test } from 'tap';
-import type { V1ConfigMap, V1Job, V1Lease, V1Secret } from '@kubernetes/client-node';
-import pg from 'pg';
+import type { V1ConfigMap, V1Job, V1Lease } from '@kubernetes/client-node';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { PendingObservation, PtahSchema, PtahSchemaApproval, PtahSchemaPlan, PtahSchemaStatus } from '../../src/shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { PLAN_LABEL } from '../../src/shared/planstore.js';
 import type { FiredKill, KillTrigger, ProxiedWrite, RecordedRequest } from '../harness/crash-proxy.js';
-import { RUNNER_IMAGE, RUNNER_IMAGE_NEXT } from '../../tools/stack/kubelet/images.js';
+import { ownExecutorIdentity } from '../../src/shared/executor-identity.js';
+import { RUNNER_IMAGE_OTHER_EXECUTOR } from '../../tools/stack/kubelet/images.js';
+import { variantDir, variantExecutorIdentity } from '../../tools/stack/variants.js';
 import { LEADING } from '../harness/manager-process.js';
 import type { TestDatabase } from '../../tools/stack/postgres.js';
 import { waitFor } from '../../tools/stack/wait.js';
 import { leaseNameFor } from '../../src/shared/realm.js';
 import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
-import {
-  applyClaim as migrationApplyClaim, crashSchemaWorld, crashWorld, outcomeOf, podsOf, schemaStatusWrite, sleepingApply, within,
-  type CrashWorld, type RunningApply, type Swap,
-} from './crash-world.js';
-import { jobsOf } from './migration-world.js';
-import { sampleObjects } from './operator-install.js';
-import { approvalConditionOf, approvalNamed, SCHEMA_SAMPLE, schemaJobsOf, WAIT_MS, watchSchemas, type SchemaWorld } from './schema-world.js';
+import { crashSchemaWorld, crashWorld, podsOf, schemaStatusWrite, sleepingApply, within, type CrashWorld, type Swap } from './crash-world.js';
+import { approvalConditionOf, approvalNamed, schemaJobsOf, WAIT_MS, watchSchemas, type SchemaWorld } from './schema-world.js';
+import { applyClaim, heldSchemaApply, migrationAdoption, NAME, PRODUCTS } from './running-applies.js';
 import { slowFiles } from './slow-apply.js';
 
-const NAME = 'catalog';
-const PRODUCTS = `CREATE TABLE products (
-  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  sku text NOT NULL UNIQUE,
-  title text NOT NULL
-);
-`;
 
 type Body = { metadata?: { name?: string; labels?: Record<string, string>; ownerReferences?: { kind?: string; uid?: string }[] } } | undefined;
-const applyClaim = (status: PtahSchemaStatus | undefined): ActiveOperation | undefined =>
-  (status?.activeOperation?.type === 'Apply' ? status.activeOperation : undefined);
 const isStored = (r: RecordedRequest) => r.status >= 200 && r.status < 300;
 const jobRef = (w: SchemaWorld, name: string) => ({ apiVersion: 'batch/v1', kind: 'Job', namespace: w.ns, name });
 const CONFIGMAPS = /^\/api\/v1\/namespaces\/[^/]+\/configmaps$/;
@@ -178,7 +166,7 @@ t.test('a schema\'s pendingBindingRetirement → the retired plan\'s approvals m
   const { cw, db, states, plan: p1, waiting } = await awaitingApproval(tt);
   const { w } = cw;
   const epoch1 = waiting.status!.executionBinding!.epoch;
-  tt.equal(waiting.status?.executionBinding?.executorImage, RUNNER_IMAGE, 'fixture: the first epoch binds the first runner image');
+  tt.equal(waiting.status?.executionBinding?.executorIdentity, ownExecutorIdentity(), 'fixture: the first epoch binds this checkout\'s executor');
   tt.equal(p1.spec.executionBindingID, epoch1, 'fixture: the plan is of the first epoch');
 
   // An approval created while no manager runs (the manager's webhooks go with it; the world's service admits it).
@@ -193,7 +181,8 @@ t.test('a schema\'s pendingBindingRetirement → the retired plan\'s approvals m
   const rotation = schemaStatusWrite('the status write installing a new epoch with status.pendingBindingRetirement',
     (s) => s.executionBinding !== undefined && s.executionBinding.epoch !== epoch1 && s.pendingBindingRetirement !== undefined, NAME);
   const kill = cw.killOn(rotation);
-  await cw.startManager(undefined, RUNNER_IMAGE_NEXT);
+  // A release that changes the executor: another build, run from its own tree, whose runner image carries it.
+  await cw.startManager(undefined, { root: variantDir('executor'), runnerImage: RUNNER_IMAGE_OTHER_EXECUTOR, revision: 'other-executor' });
   const registeredAt = Date.now();
   const fired = await within(kill, WAIT_MS, rotation.what, () => cw.proxy.disarm());
   tt.ok(fired.storedAt > registeredAt, 'fixture: the rotation was written after the manager\'s webhooks were registered again');
@@ -203,7 +192,7 @@ t.test('a schema\'s pendingBindingRetirement → the retired plan\'s approvals m
   const record = atKill.status?.pendingBindingRetirement;
   const epoch2 = atKill.status?.executionBinding?.epoch;
   tt.ok(epoch2 && epoch2 !== epoch1, 'at the kill: a new epoch is installed');
-  tt.equal(atKill.status?.executionBinding?.executorImage, RUNNER_IMAGE_NEXT, 'at the kill: the new epoch binds the new runner image');
+  tt.equal(atKill.status?.executionBinding?.executorIdentity, variantExecutorIdentity('executor'), 'at the kill: the new epoch binds the other release\'s executor');
   tt.equal(record?.retiredEpoch, epoch1, 'at the kill: the record names the retired epoch');
   tt.same(record?.plan, { name: p1.metadata.name, uid: p1.metadata.uid, fingerprint: p1.spec.fingerprint }, 'at the kill: the record names the retired plan');
   tt.notOk(record?.job, 'at the kill: no Job is owed (nothing was dispatched)');
@@ -213,16 +202,18 @@ t.test('a schema\'s pendingBindingRetirement → the retired plan\'s approvals m
   tt.notOk(approvalConditionOf(atKillApproval, 'Stale'), 'at the kill: the approval is not yet stale');
   tt.notOk(approvalConditionOf(atKillApproval, 'Consumed'), 'at the kill: the approval is unspent');
 
-  // A new manager, of the same release as the one killed: it works the record off before anything else.
-  const next = await cw.startManager(undefined, RUNNER_IMAGE_NEXT);
+  // A new manager of yet another executor (the checkout's again: a rollback). It works the record off before
+  // anything else, and only then rotates again: no other rotation starts while the record is present.
+  const next = await cw.startManager();
   tt.comment(`killed ${fired.killedAt - fired.storedAt} ms after the rotation was stored; the new manager led ${(await next.waitForLog(LEADING, 60_000)) - fired.killedAt} ms after the kill`);
   const stale = await waitFor(async () => {
     const a = await approvalNamed(w, a1.metadata.name!);
     return approvalConditionOf(a, 'Stale')?.status === 'True' ? a : undefined;
   }, { what: 'the retired plan\'s approval to go Stale', timeoutMs: WAIT_MS });
   tt.equal(approvalConditionOf(stale, 'Stale')?.reason, 'ExecutionBindingChanged', 'the approval went Stale because the binding changed');
-  const republished = await w.waitFor(NAME, 'a new plan under the new epoch, the record gone',
-    (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan && s.status.plan.uid !== p1.metadata.uid && !s.status.pendingBindingRetirement ? s : undefined));
+  const republished = await w.waitFor(NAME, 'a new plan under the rollback\'s epoch, no record left',
+    (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan && s.status.executionBinding?.executorIdentity === ownExecutorIdentity() &&
+      !s.status.pendingBindingRetirement ? s : undefined));
 
   const family = new RegExp(`^/api(s/(${API_VERSION}|batch/v1))?/.*/(${[KINDS.PtahSchema, KINDS.PtahSchemaPlan, KINDS.PtahSchemaApproval].map((k) => k.plural).join('|')}|jobs|configmaps)(/|$)`);
   const recovery = cw.proxy.writes().filter((r) => r.at >= fired.killedAt && isStored(r) && family.test(r.path));
@@ -238,88 +229,23 @@ t.test('a schema\'s pendingBindingRetirement → the retired plan\'s approvals m
   const atKillIndex = states.findIndex((s) => s.metadata.resourceVersion === atKill.metadata.resourceVersion);
   tt.ok(atKillIndex >= 0, 'the watch saw the version stored at the kill');
   const afterKill = states.slice(Math.max(atKillIndex, 0));
-  tt.same([...new Set(afterKill.map((s) => s.status?.executionBinding?.epoch))], [epoch2], 'no other rotation: every stored version from the kill on names the new epoch');
+  const holdingRecord = afterKill.filter((s) => s.status?.pendingBindingRetirement?.retiredEpoch === epoch1);
+  tt.ok(holdingRecord.length > 0, 'fixture: the watch saw the record');
+  tt.same([...new Set(holdingRecord.map((s) => s.status?.executionBinding?.epoch))], [epoch2], 'no other rotation while the record is present: every version holding it names the epoch installed with it');
+  const lastHolding = afterKill.lastIndexOf(holdingRecord.at(-1)!);
+  const firstRotatedAgain = afterKill.findIndex((s) => s.status?.executionBinding && s.status.executionBinding.epoch !== epoch2);
+  tt.ok(firstRotatedAgain > lastHolding, `the rollback rotated only after the record was gone (version ${firstRotatedAgain} of the watch, the record last seen at ${lastHolding})`);
   tt.notOk(states.some((s) => applyClaim(s.status)), 'no Apply was ever claimed');
   tt.same(schemaJobsOf(w, 'apply', NAME), [], 'no Apply Job was ever created');
   tt.same(await w.applies(db), [], 'the database records no Apply');
   tt.same(await w.tables(db), [], 'and is untouched');
   const p2 = await w.plan(NAME);
-  tt.equal(republished.status?.executionBinding?.epoch, epoch2, 'the epoch installed before the kill is the one in force');
-  tt.equal(p2.spec.executionBindingID, epoch2, 'the new plan is published under the new epoch');
+  const epoch3 = republished.status!.executionBinding!.epoch;
+  tt.ok(epoch3 !== epoch1 && epoch3 !== epoch2, 'the rollback installed an epoch of its own');
+  tt.equal(p2.spec.executionBindingID, epoch3, 'the new plan is published under it');
 });
 
 // ---- three Applies of three databases running when the manager is killed: two migrations and a schema ----
-
-/** A schema Apply held waiting: its plan adds a column to a table a test session holds ACCESS EXCLUSIVE. */
-interface HeldSchemaApply {
-  db: TestDatabase;
-  session: pg.Client;
-  claim: ActiveOperation;
-  pods: string[];
-  epoch: string | undefined;
-  states: PtahSchema[];
-}
-
-const WITH_NOTE = PRODUCTS.replace('title text NOT NULL', 'title text NOT NULL,\n  note text');
-
-/** The sample PtahSchema (Always, realm `key`) on a database whose products table lacks a column; Apply dispatched and waiting on the lock. */
-async function heldSchemaApply(tt: Test, cw: CrashWorld, key: string): Promise<HeldSchemaApply> {
-  const { w } = cw;
-  const db = await w.database(`crash-${key}`);
-  await w.sql(db, PRODUCTS);
-  const session = new pg.Client({ connectionString: db.url });
-  await session.connect();
-  tt.teardown(() => session.end());
-  await session.query('BEGIN');
-  await session.query('LOCK TABLE products IN ACCESS EXCLUSIVE MODE');
-  const holder = (await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-  const states = await watchSchemas(tt, { ns: w.ns } as Pick<SchemaWorld, 'ns'> as SchemaWorld, NAME);
-  // The sample's policy, desired schema, Secret and PtahSchema, in this namespace, on this database.
-  for (const obj of await sampleObjects(SCHEMA_SAMPLE)) {
-    obj.metadata = { ...obj.metadata, namespace: w.ns };
-    if (obj.kind === 'Secret') (obj as V1Secret).stringData = { url: db.url };
-    if (obj.kind === 'ConfigMap' && (obj as V1ConfigMap).data?.['schema.sql']) (obj as V1ConfigMap).data = { 'schema.sql': WITH_NOTE };
-    if (obj.kind === KINDS.PtahSchema.kind) {
-      const { spec } = obj as PtahSchema;
-      spec.target.coordinationKey = key;
-      spec.policy = { ...spec.policy, apply: 'Always', lockTimeout: '4m' };
-      spec.execution = { ...spec.execution, activeDeadlineSeconds: 300 };
-    }
-    await w.admin.create(obj);
-  }
-  const s = await waitFor(async () => {
-    const now = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
-    return applyClaim(now.status)?.jobUID ? now : undefined;
-  }, { what: 'the schema\'s Apply dispatched with its Job UID recorded', timeoutMs: WAIT_MS });
-  const claim = applyClaim(s.status)!;
-  await waitFor(async () => {
-    const rows = await w.sql<{ n: number }>(db, `SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND wait_event_type = 'Lock'`, [holder]);
-    return (rows[0]?.n ?? 0) > 0 ? true : undefined;
-  }, { what: 'the schema\'s Apply to wait on the table lock', timeoutMs: WAIT_MS });
-  const lease = await w.admin.get<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: w.ns, name: leaseNameFor(claim.coordinationDigest!) });
-  return { db, session, claim, pods: await podsOf(cw, claim.jobName), epoch: lease.metadata?.annotations?.[LEASE_EPOCH_ANNOTATION], states };
-}
-
-/** What a new manager owes a migration Apply it found running: the same Job, Pods and Lease epoch, applied once. */
-async function migrationAdoption(cw: CrashWorld, r: RunningApply): Promise<string[]> {
-  const { w } = cw;
-  const after = await w.waitFor(r.name, 'its claim to be settled', (m) => (m.status?.activeOperation?.id !== r.claim.id ? m : undefined), WAIT_MS);
-  const problems: string[] = [];
-  if (outcomeOf(after, r.claim.id) !== 'Applied') problems.push(`recorded ${outcomeOf(after, r.claim.id)}, not Applied`);
-  if (after.status?.lastRun?.jobUID !== r.claim.jobUID) problems.push(`settled from Job ${after.status?.lastRun?.jobUID}, not ${r.claim.jobUID}`);
-  const uids = jobsOf(w, 'apply', r.name).map((j) => j.metadata?.uid);
-  if (uids.length !== 1 || uids[0] !== r.claim.jobUID) problems.push(`Apply Jobs ${uids.join(', ')} were seen, not only ${r.claim.jobUID}`);
-  const pods = await podsOf(cw, r.claim.jobName);
-  if (r.pods.length !== 1 || pods.join() !== r.pods.join()) problems.push(`Pods ${pods.join(', ')} now, ${r.pods.join(', ')} before the kill`);
-  const claims = r.states.map((m) => migrationApplyClaim(m.status)).filter((c): c is ActiveOperation => c?.id === r.claim.id && Boolean(c.jobUID));
-  const epochs = [...new Set(claims.map((c) => c.leaseEpoch))];
-  if (epochs.length !== 1 || epochs[0] !== r.epoch) problems.push(`the claim named Lease epochs ${epochs.join(', ')}, the Lease ${r.epoch} before the kill`);
-  if (claims.some((c) => c.leaseContinuityLost)) problems.push('continuity loss recorded');
-  const versions = (await w.history(r.db)).filter((h) => h.operationId === r.claim.id).map((h) => h.version);
-  if (versions.join() !== '0001,0002,0003') problems.push(`the database applied ${versions.join(', ')} under the claim`);
-  return problems;
-}
 
 t.test('killed while Applies of three databases run (two PtahMigrations, one PtahSchema), the new manager adopts all three with the same Job, Pods and Lease epochs', async (tt) => {
   const cw = await crashWorld(tt, { schemas: true });

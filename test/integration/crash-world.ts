@@ -36,6 +36,8 @@ export type Swap = readonly [DispatchStep, DispatchStep];
 
 /** How the crash world runs its manager processes (the benchmarks run the compiled manager at info level). */
 export type ManagerBuild = Pick<ManagerProcessOptions, 'build' | 'logLevel' | 'nodeArgs'>;
+/** Another release of the manager: the source tree it runs from (tools/stack/variants.ts) and what its config names. */
+export type ManagerRelease = Partial<Pick<ManagerProcessOptions, 'root' | 'runnerImage' | 'controllerImage' | 'revision'>>;
 
 /** What of a test world the crash world uses: its namespace and an admin client. */
 export interface CrashBase {
@@ -50,9 +52,10 @@ export interface CrashWorld<W extends CrashBase = MigrationWorld> {
   readonly manager: ManagerProcess | undefined;
   /**
    * Starts a manager process (the real src/main.ts, or the swapped test entry); the previous one must be gone.
-   * `runnerImage` is the runner image its config names (default the world's MANAGER.runnerImage).
+   * `release` is another release's: the source tree it runs from and the images and revision its config names
+   * (default the checkout and the world's MANAGER).
    */
-  startManager(order?: Swap, runnerImage?: string): Promise<ManagerProcess>;
+  startManager(order?: Swap, release?: ManagerRelease): Promise<ManagerProcess>;
   /** Kills the running manager now, wherever it is; returns when it was dead (ms since the epoch). */
   killNow(): Promise<number>;
   /** Stops the running manager with SIGTERM and waits for its orderly exit. */
@@ -118,14 +121,15 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
     get manager() {
       return manager;
     },
-    async startManager(order, runnerImage = MANAGER.runnerImage) {
+    async startManager(order, release = {}) {
       if (manager) throw new Error(`${manager.name} is still running`);
       started += 1;
       // The same port and certificate every time, so the webhook registration outlives a killed manager.
       manager = await startManagerProcess({
         name: `manager-${started}${order ? `-swapped-${order.join('-')}` : ''}`, logFile: join(dir, `manager-${started}.log`), kubeconfig,
-        certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, watchNamespace: w.ns, runnerImage,
-        controllerImage: MANAGER.controllerImage, revision: MANAGER.controllerRevision, ...(order ? { order } : {}), ...build,
+        certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, watchNamespace: w.ns,
+        runnerImage: release.runnerImage ?? MANAGER.runnerImage, controllerImage: release.controllerImage ?? MANAGER.controllerImage,
+        revision: release.revision ?? MANAGER.controllerRevision, ...(order ? { order } : {}), ...build, ...(release.root ? { root: release.root, build: 'source' as const } : {}),
       });
       if (!hooks) {
         const url = manager.url;

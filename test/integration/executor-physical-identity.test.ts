@@ -3,6 +3,7 @@
 // that all realms share, so two realms whose URLs differ but reach one database never write to it at once. The
 // controller's census is not involved: executors and runners are started directly, as if it had been bypassed.
 import t, { type Test } from 'tap';
+import { ownExecutorIdentity } from '../../src/shared/executor-identity.js';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -276,7 +277,7 @@ async function runnerFor(t: Test, operation: RunnerOperation, url: string, realm
   const deadline = new Date(Date.now() + 60_000).toISOString();
   const env = {
     PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: ws.home, TMPDIR: tmpdir(),
-    PTAH_OPERATION_ID: op, PTAH_RUNNER_PROTOCOL_VERSION: '1', PTAH_DB_URL: url, PTAH_COORDINATION_DIGEST: realm,
+    PTAH_OPERATION_ID: op, PTAH_RUNNER_PROTOCOL_VERSION: '1', PTAH_EXECUTOR_IDENTITY: ownExecutorIdentity(), PTAH_DB_URL: url, PTAH_COORDINATION_DIGEST: realm,
     PTAH_TERMINATION_MESSAGE_PATH: ws.terminationLog, PTAH_EXPECTED_COORDINATION_DIGEST: realm,
     PTAH_EXPECTED_TARGET_IDENTITY_DIGEST: targetIdentityDigest(url), PTAH_DISPATCH_NOT_AFTER: deadline, PTAH_EXECUTION_NOT_AFTER: deadline,
     PTAH_TERMINATION_GRACE_PERIOD_SECONDS: '3', ...inputs,

@@ -7,6 +7,8 @@ import t, { type Test } from 'tap';
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { generatedIdentityLabels, JOB_ANNOTATIONS, JOB_LABELS } from '../../src/shared/job/metadata.js';
+import { RUNNER_IMAGE_NEXT, RUNNER_IMAGE_OTHER_EXECUTOR } from '../../tools/stack/kubelet/images.js';
+import { variantExecutorIdentity } from '../../tools/stack/variants.js';
 import type { TestDatabase } from '../../tools/stack/postgres.js';
 import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { eventAbout, jobsOf, leaseHolding, MANAGER, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
@@ -165,25 +167,25 @@ t.test('the plan deleted while its Apply runs: the Lease is kept while the Pod c
   t.same(await historyOf(w, db), VERSIONS.map((v) => [v, run.claim.id]), 'nothing ran again');
 });
 
-t.test('a release\'s Pod template differs from the running Apply\'s only in what it records (adopted) or in the runner image, which moves the binding (Unknown)', async (t) => {
+t.test('a release that changes the manager identity and the runner image reference adopts the running Apply; one that changes the executor moves the binding (Unknown)', async (t) => {
   // Seed: "A release that keeps the execution binding and changes only the manager identity adopts every run its
   // predecessor dispatched. A release that also changes the operation Job or its Pod template cannot confirm them:
   // a running PtahSchema or PtahMigration Apply is recorded Unknown rather than adopted".
-  // What a release configures (MigrationControllerOptions.manager) reaches the Pod template only as the controller
-  // image and revision (annotations the rebuild takes from the live Job) and the runner image (the container image,
-  // which the binding names as the executor's); the two versions the template carries come from the binding in
-  // force. So no configurable release changes the template and keeps the binding: a template-changing release with
-  // the same binding is a code change to the builder (src/shared/job/build.ts), which no test process can be.
+  // What a release configures (MigrationControllerOptions.manager) reaches the Pod template as the controller image
+  // and revision and the runner image (recorded; the rebuild takes them from the live Job) and the executor
+  // identity (bound: the binding names it and the runner checks it). The versions come from the binding in force.
   const { w, db, run } = await slowApplyWatched(t, 'release_template', 45);
   const binding = run.m.status!.executionBinding!;
 
   await w.stopController();
-  const recordedOnly = { ...MANAGER, controllerImage: 'localhost/ptah-operator:next', controllerRevision: 'migration-test-next' };
+  const recordedOnly = { ...MANAGER, controllerImage: 'localhost/ptah-operator:next', controllerRevision: 'migration-test-next', runnerImage: RUNNER_IMAGE_NEXT };
   await w.startController(undefined, recordedOnly);
   const restartedAt = Date.now();
   const adopted = await w.waitFor('orders', 'the new release recorded beside the claim', (m) =>
     (m.status?.executionBinding?.controllerRevision === recordedOnly.controllerRevision ? m : undefined));
   t.equal(adopted.status?.executionBinding?.epoch, binding.epoch, 'a release changing only what the Job records keeps the epoch');
+  t.equal(adopted.status?.executionBinding?.runnerImage, RUNNER_IMAGE_NEXT, 'and records its runner image reference');
+  t.equal(adopted.status?.executionBinding?.executorIdentity, binding.executorIdentity, 'the executor identity is the one bound');
   await waitFor(async () => (renewedAt(await readLease(w, run.lease.name)) > restartedAt ? true : undefined), { what: 'a supervising pass of the new release', timeoutMs: 30_000 });
   const supervised = await w.get('orders');
   t.match(supervised.status?.activeOperation, { id: run.claim.id, jobUID: run.claim.jobUID }, 'and supervises the running Apply as its own');
@@ -191,14 +193,15 @@ t.test('a release\'s Pod template differs from the running Apply\'s only in what
   t.notOk(isTerminal(await w.admin.get<V1Job>(jobRef(w, run.claim.jobName))), 'fixture: the Job was still running');
 
   await w.stopController();
-  const newRunner = { ...recordedOnly, runnerImage: 'localhost/ptah-runner:next' };
+  const newRunner = { ...recordedOnly, runnerImage: RUNNER_IMAGE_OTHER_EXECUTOR, executorIdentity: variantExecutorIdentity('executor') };
+  t.not(newRunner.executorIdentity, binding.executorIdentity, 'fixture: the other release\'s executor has another identity');
   await w.startController(undefined, newRunner);
   const rotated = await w.waitFor('orders', 'the run recorded and the epoch moved', (m) =>
     (m.status?.lastRun?.operationID === run.claim.id && m.status.executionBinding?.epoch !== binding.epoch ? m : undefined));
   t.notOk(isTerminal(await w.admin.get<V1Job>(jobRef(w, run.claim.jobName))), 'fixture: the Job was still running');
-  t.match(rotated.status?.lastRun, { outcome: 'Unknown', operationID: run.claim.id, jobUID: run.claim.jobUID, appliedVersions: [] }, 'a new runner image records the running Apply Unknown, never adopted');
+  t.match(rotated.status?.lastRun, { outcome: 'Unknown', operationID: run.claim.id, jobUID: run.claim.jobUID, appliedVersions: [] }, 'a new executor records the running Apply Unknown, never adopted');
   t.match(rotated.status?.lastRun?.message, /^ExecutionBindingChanged: /, 'because it moved the binding');
-  t.equal(rotated.status?.executionBinding?.executorImage, newRunner.runnerImage, 'the new epoch binds the runner image as the executor\'s');
+  t.equal(rotated.status?.executionBinding?.executorIdentity, newRunner.executorIdentity, 'the new epoch binds the new executor');
   t.same(await leaseHolding(w, run.lease.name), [run.lease.holder, run.claim.leaseEpoch], 'the realm is left to expire while the Job can write');
   await jobTerminal(w, run.claim.jobName);
   t.equal(jobsOf(w, 'apply').length, 1, 'no second Apply Job');

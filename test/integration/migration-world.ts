@@ -10,6 +10,7 @@ import pg from 'pg';
 import { pino } from 'pino';
 import type { MigrationDeps, MigrationManagerIdentity } from '../../src/controller/migration/context.js';
 import { reconcileMigration } from '../../src/controller/migration/reconcile.js';
+import { ownExecutorIdentity } from '../../src/shared/executor-identity.js';
 import { CONTROLLER_STATE_VERSION, migrationControllerRegistration, type MigrationControllerOptions } from '../../src/controller/migration/register.js';
 import type { EventInput } from '../../src/controller/events.js';
 import { startController, type ManagerHandle } from '../../src/controller/manager.js';
@@ -332,7 +333,7 @@ export async function eventAbout(w: Pick<MigrationWorld, 'admin' | 'ns'>, uid: s
 
 /** The full identity a migration controller registered with `manager` runs as, filled in as register.ts fills it. */
 export function managerIdentity(manager: ManagerIdentity = MANAGER): MigrationManagerIdentity {
-  return { controllerStateVersion: CONTROLLER_STATE_VERSION, runnerProtocolVersion: RUNNER_PROTOCOL_VERSION, ...manager, executorImage: manager.runnerImage };
+  return { controllerStateVersion: CONTROLLER_STATE_VERSION, runnerProtocolVersion: RUNNER_PROTOCOL_VERSION, executorIdentity: ownExecutorIdentity(), ...manager };
 }
 
 /** The reconciler driven by the test itself, one pass at a time, on `client`; the Events it records are kept. */

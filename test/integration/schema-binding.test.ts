@@ -7,14 +7,17 @@ import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { PendingBindingRetirement, PtahSchema, PtahSchemaPlan } from '../../src/shared/api/schema-kinds.js';
 import { CLEANUP_TTL_SECONDS } from '../../src/shared/job/build.js';
 import { holderIdentityFor, leaseNameFor } from '../../src/shared/realm.js';
-import { RUNNER_IMAGE, RUNNER_IMAGE_NEXT } from '../../tools/stack/kubelet/images.js';
+import { ownExecutorIdentity } from '../../src/shared/executor-identity.js';
+import { RUNNER_IMAGE_OTHER_EXECUTOR } from '../../tools/stack/kubelet/images.js';
+import { variantExecutorIdentity } from '../../tools/stack/variants.js';
 import type { TestDatabase } from '../../tools/stack/postgres.js';
 import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { eventsAbout, leaseHolding } from './migration-world.js';
 import { approvalConditionOf, approvalNamed, MANAGER, schemaJobsOf, schemaWorld, WAIT_MS, watchSchemas, type SchemaWorld } from './schema-world.js';
 import pg from 'pg';
 
-const NEXT_MANAGER = { ...MANAGER, runnerImage: RUNNER_IMAGE_NEXT };
+/** A release that changes the executor: its runner image carries another executor, which the binding names. */
+const NEXT_MANAGER = { ...MANAGER, runnerImage: RUNNER_IMAGE_OTHER_EXECUTOR, executorIdentity: variantExecutorIdentity('executor') };
 const PRODUCTS = `CREATE TABLE products (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   sku text NOT NULL UNIQUE,
@@ -50,7 +53,7 @@ t.test('a changed executor binding during a pending approval retires the plan an
   const p1 = await w.plan('catalog');
   const epoch1 = waiting.status!.executionBinding!.epoch;
   t.equal(p1.spec.executionBindingID, epoch1, 'fixture: the plan is of the first epoch');
-  t.equal(waiting.status?.executionBinding?.executorImage, RUNNER_IMAGE, 'fixture: the first epoch binds the first runner image');
+  t.equal(waiting.status?.executionBinding?.executorIdentity, ownExecutorIdentity(), 'fixture: the first epoch binds this checkout\'s executor');
 
   await w.stopController();
   const a1 = await w.approve('catalog');
@@ -72,7 +75,7 @@ t.test('a changed executor binding during a pending approval retires the plan an
     (s) => (s.status?.phase === 'AwaitingApproval' && s.status.plan && s.status.plan.uid !== p1.metadata.uid && !s.status.pendingBindingRetirement ? s : undefined));
   const epoch2 = republished.status!.executionBinding!.epoch;
   t.not(epoch2, epoch1, 'status.executionBinding.epoch changed');
-  t.equal(republished.status?.executionBinding?.executorImage, RUNNER_IMAGE_NEXT, 'the new epoch binds the new runner image as the executor\'s');
+  t.equal(republished.status?.executionBinding?.executorIdentity, NEXT_MANAGER.executorIdentity, 'the new epoch binds the other release\'s executor');
   const records = seen.map((s) => s.status?.pendingBindingRetirement).filter((r): r is PendingBindingRetirement => r !== undefined);
   t.ok(records.length > 0, 'status.pendingBindingRetirement was written');
   t.equal(records[0]?.plan?.name, p1.metadata.name, 'the record named the retired plan');
@@ -89,7 +92,7 @@ t.test('a changed executor binding during a pending approval retires the plan an
   t.same(await w.tables(db), [], 'and is untouched');
   const newJobs = [...w.jobsSeen.entries()].filter(([uid]) => !jobsBefore.has(uid)).map(([, job]) => job);
   t.ok(newJobs.length >= 2, 'the new epoch read and planned again');
-  t.same([...new Set(newJobs.map(imageOf))], [RUNNER_IMAGE_NEXT], 'its Jobs run the new runner image');
+  t.same([...new Set(newJobs.map(imageOf))], [RUNNER_IMAGE_OTHER_EXECUTOR], 'its Jobs run the new runner image');
 
   // Companion: a fresh approval of the new epoch's plan applies it, under the new runner.
   const a2 = await w.approve('catalog');
@@ -99,7 +102,7 @@ t.test('a changed executor binding during a pending approval retires the plan an
   t.same(applies.map((a) => a.planContentDigest), [p2.spec.contentDigest], 'only the new plan was applied, once');
   t.equal(approvalConditionOf(await approvalNamed(w, a2.metadata.name!), 'Consumed')?.status, 'True', 'the fresh approval was spent');
   t.notOk(approvalConditionOf(await approvalNamed(w, a1.metadata.name!), 'Consumed'), 'the retired approval is still unspent');
-  t.same(schemaJobsOf(w, 'apply').map(imageOf), [RUNNER_IMAGE_NEXT], 'the one Apply ran the new runner image');
+  t.same(schemaJobsOf(w, 'apply').map(imageOf), [RUNNER_IMAGE_OTHER_EXECUTOR], 'the one Apply ran the new runner image');
 });
 
 t.test('a binding change while a Plan runs keeps its claim and the realm until the Job stops', async (t) => {

@@ -63,7 +63,7 @@ const claim = {
   artifact,
 };
 const manager = { controllerImage: 'localhost/ptah-operator:dev', controllerRevision: 'dev', runnerImage: 'localhost/ptah-operator:dev' };
-const binding = { epoch, controllerStateVersion: 1, executorImage: 'e:1', runnerImage: 'r:1', runnerProtocolVersion: 1, controllerImage: 'c:1', controllerRevision: 'abc' };
+const binding = { epoch, controllerStateVersion: 1, executorIdentity: `sha256:${'e'.repeat(64)}`, runnerImage: 'r:1', runnerProtocolVersion: 1, controllerImage: 'c:1', controllerRevision: 'abc' };
 const conditions = [{ type: 'Ready', status: 'False' as const, reason: 'AwaitingApproval', message: 'waiting', lastTransitionTime: now, observedGeneration: 2 }];
 const plan = { name: 'ptah-plan-1', uid: 'plan-uid', fingerprint: D('f'), contentDigest: D('c'), destructive: false, statementCount: 3 };
 

@@ -2,11 +2,12 @@
 // started from it under plain node (no tsx), so the emitted ESM import paths are proven to resolve. Each is given
 // an input it must refuse, so the test needs no control plane and asserts exit codes and error lines only.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t from 'tap';
+import { computeExecutorIdentity } from '../../src/shared/executor-identity.js';
 import { REPO_ROOT } from '../../tools/stack/paths.js';
 
 interface Exit {
@@ -43,6 +44,19 @@ t.test('npm run build emits a build the manager, runner and executor start from 
     t.ok(existsSync(join(outDir, entry)), `${entry} is emitted`);
   }
   t.notOk(existsSync(join(outDir, 'test')), 'no test code is emitted');
+  const recorded = JSON.parse(readFileSync(join(outDir, 'executor-identity.json'), 'utf8')) as { identity?: string };
+  t.equal(recorded.identity, computeExecutorIdentity(REPO_ROOT).identity, 'the build records the executor identity computed from its sources');
+
+  // The compiled runner reads the identity its build recorded, and runs nothing under another.
+  const identityModule = pathToFileURL(join(outDir, 'src/shared/executor-identity.js')).href;
+  const own = await plainNode('--input-type=module', ['-e', `import { ownExecutorIdentity } from '${identityModule}'; console.log(ownExecutorIdentity());`]);
+  t.equal(own.stdout.trim(), recorded.identity, `the compiled build knows its identity from the record: ${own.stderr}`);
+  const record = readFileSync(join(outDir, 'executor-identity.json'));
+  rmSync(join(outDir, 'executor-identity.json'));
+  const unrecorded = await plainNode('--input-type=module', ['-e', `import { ownExecutorIdentity } from '${identityModule}'; ownExecutorIdentity();`]);
+  t.not(unrecorded.code, 0, 'a build without the record does not guess its identity');
+  t.match(unrecorded.stderr, /executor-identity\.json could not be read .*run npm run build/, 'and says how to get one');
+  writeFileSync(join(outDir, 'executor-identity.json'), record);
 
   const manager = await plainNode(join(outDir, 'src/main.js'), ['--no-such-flag']);
   t.equal(manager.code, 2, 'the manager refuses an unknown flag with exit code 2');

@@ -17,7 +17,7 @@ const NOW = new Date('2030-01-01T00:00:00.000Z');
 const SETTLED_MS = 60_000;
 
 const MANAGER: ManagerIdentity = {
-  controllerImage: 'ptah/controller:1', controllerRevision: 'r1', runnerImage: 'ptah/runner:1', executorImage: 'ptah/runner:1',
+  controllerImage: 'ptah/controller:1', controllerRevision: 'r1', runnerImage: 'ptah/runner:1', executorIdentity: `sha256:${'e'.repeat(64)}`,
   controllerStateVersion: 1, runnerProtocolVersion: 1,
 };
 

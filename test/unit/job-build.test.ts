@@ -119,6 +119,7 @@ t.test('each operation gets exactly the env it uses', async (t) => {
     'PTAH_ARTIFACT_DIR',
     'PTAH_COORDINATION_DIGEST',
     'PTAH_DB_URL',
+    'PTAH_EXECUTOR_IDENTITY',
     'PTAH_EXPECTED_ARTIFACT_DIGEST',
     'PTAH_OPERATION_ID',
     'PTAH_RUNNER_PROTOCOL_VERSION',
@@ -350,15 +351,21 @@ t.test('rebuildClaimJob rebuilds from the owner, its claim and the plan it names
 
   const input = snapshotted(inputFor(schemaApply));
   const live = buildOperationJob(input);
-  // A manager-only upgrade changes the controller image and revision; the runner image runs the executor and is bound.
-  const upgraded = { ...MANAGER, controllerImage: 'registry.example/ptah-operator:v2', controllerRevision: 'rev-2' };
+  // A manager-only upgrade changes the controller image and revision and the runner image reference; the executor
+  // identity the binding names is bound.
+  const upgraded = { ...MANAGER, controllerImage: 'registry.example/ptah-operator:v2', controllerRevision: 'rev-2', runnerImage: 'registry.example/ptah-runner:v2' };
   const rebuilt = rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: upgraded, plan: schemaPlanObject, liveJob: live });
-  t.equal(canonicalJson(rebuilt), canonicalJson(live), 'the controller image and revision the live Job recorded are taken first');
+  t.equal(canonicalJson(rebuilt), canonicalJson(live), 'the controller image and revision and the runner image the live Job recorded are taken first');
   const fresh = rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: upgraded, plan: schemaPlanObject });
   t.equal(fresh.metadata!.annotations!['operator.ptah.run/controller-image'], upgraded.controllerImage, 'without a live Job the current manager builds');
-  const newRunner = { ...MANAGER, runnerImage: 'registry.example/ptah-runner:v2' };
-  const rebound = rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: newRunner, plan: schemaPlanObject, liveJob: live });
-  t.equal(rebound.spec!.template.spec!.containers[0]!.image, newRunner.runnerImage, 'the runner image is never taken from the live Job: it is bound');
+  t.equal(fresh.spec!.template.spec!.containers[0]!.image, upgraded.runnerImage, 'and runs its own runner image');
+  const newExecutor = { ...MANAGER, executorIdentity: `sha256:${'f'.repeat(64)}` };
+  const rebound = rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: newExecutor, plan: schemaPlanObject, liveJob: live });
+  const named = (job: V1Job) => job.spec!.template.spec!.containers[0]!.env!.find((e) => e.name === 'PTAH_EXECUTOR_IDENTITY')?.value;
+  t.equal(named(rebound), newExecutor.executorIdentity, 'the executor identity is never taken from the live Job: it is bound');
+  t.not(named(rebound), named(live));
+  t.throws(() => rebuildClaimJob({ owner: schemaOwner(input), claim: input.claim, manager: { ...MANAGER, executorIdentity: 'ptah-runner:v1' }, plan: schemaPlanObject }),
+    { name: 'JobBuildError', message: /executor identity "ptah-runner:v1" is not a sha256 digest/ }, 'a binding that names no executor digest builds no Job');
 
   const refusals: [string, Partial<RebuildClaimJobInput>, RegExp][] = [
     ['no plan for an Apply', { plan: undefined }, /plan is not given/],

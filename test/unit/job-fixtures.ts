@@ -23,6 +23,7 @@ export const MANAGER: ManagerIdentity = {
   controllerImage: 'registry.example/ptah-operator@sha256:' + 'a'.repeat(64),
   controllerRevision: 'rev-1',
   runnerImage: 'registry.example/ptah-runner@sha256:' + 'b'.repeat(64),
+  executorIdentity: 'sha256:' + 'e'.repeat(64),
   controllerStateVersion: 1,
   runnerProtocolVersion: 1,
 };

@@ -181,16 +181,20 @@ t.test('a manager upgrade that keeps the binding adopts its predecessor\'s Job',
   for (const c of CASES) {
     const input = snapshotted(inputFor(c));
     const live = stored(buildOperationJob(input));
-    // What a manager-only upgrade can change (a new runner image is a new execution binding: docs/execution-binding.md).
-    const upgraded = { ...MANAGER, controllerImage: 'registry.example/ptah-operator@sha256:' + 'c'.repeat(64), controllerRevision: 'rev-2' };
+    // What a manager-only upgrade can change: everything the Job records, the runner image reference included
+    // (another executor is a new execution binding: docs/execution-binding.md).
+    const upgraded = {
+      ...MANAGER, controllerImage: 'registry.example/ptah-operator@sha256:' + 'c'.repeat(64), controllerRevision: 'rev-2',
+      runnerImage: 'registry.example/ptah-runner@sha256:' + 'd'.repeat(64),
+    };
     const plan = planObjectFor(c);
     const common = { owner: ownerObjectFor(input), claim: input.claim, manager: upgraded, ...(plan ? { plan } : {}) };
     const rebuilt = rebuildClaimJob({ ...common, liveJob: live });
     t.same(match(live, input.claim, { kind: 'rebuild', rebuilt }), { ok: true }, `${c.family} ${c.type}: rebuilt with the identity the live Job recorded`);
     const naive = rebuildClaimJob(common);
     t.match(match(live, input.claim, { kind: 'rebuild', rebuilt: naive }), { ok: false, reason: /annotations/ }, `${c.family} ${c.type}: rebuilt with the new identity it would not match`);
-    const newRunner = rebuildClaimJob({ ...common, manager: { ...upgraded, runnerImage: 'registry.example/ptah-runner@sha256:' + 'd'.repeat(64) }, liveJob: live });
-    t.match(match(live, input.claim, { kind: 'rebuild', rebuilt: newRunner }), { ok: false, reason: /runner-image/ }, `${c.family} ${c.type}: a Job running another runner image is not adopted`);
+    const newExecutor = rebuildClaimJob({ ...common, manager: { ...upgraded, executorIdentity: 'sha256:' + 'f'.repeat(64) }, liveJob: live });
+    t.match(match(live, input.claim, { kind: 'rebuild', rebuilt: newExecutor }), { ok: false, reason: /PTAH_EXECUTOR_IDENTITY|spec/ }, `${c.family} ${c.type}: a Job naming another executor is not adopted`);
     const versionBump = rebuildClaimJob({ ...common, manager: { ...upgraded, controllerStateVersion: 2 }, liveJob: live });
     t.match(match(live, input.claim, { kind: 'rebuild', rebuilt: versionBump }), { ok: false }, `${c.family} ${c.type}: a state-version change is not a manager-only upgrade`);
   }

@@ -48,7 +48,7 @@ function world(stored: PtahMigrationApproval) {
   const deps: MigrationDeps = {
     client,
     events: { record: () => undefined },
-    manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorImage: 'i', controllerStateVersion: 1, runnerProtocolVersion: 1 },
+    manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorIdentity: `sha256:${'e'.repeat(64)}`, controllerStateVersion: 1, runnerProtocolVersion: 1 },
     clock: { now: () => NOW, monotonicMs: () => 0 },
     lockFor: () => ({}) as TargetLock,
     coordinationNamespace: 'ptah-system',

@@ -90,7 +90,7 @@ function world(status: PtahMigration['status'], annotations: Record<string, stri
   const deps: MigrationDeps = {
     client: client as unknown as KubeClient,
     events: { record: (_m, e) => events.push(`${e.type} ${e.reason}`) },
-    manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorImage: 'i', controllerStateVersion: 1, runnerProtocolVersion: 1 },
+    manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorIdentity: `sha256:${'e'.repeat(64)}`, controllerStateVersion: 1, runnerProtocolVersion: 1 },
     clock: { now: () => NOW, monotonicMs: () => 0 },
     lockFor: () => lock,
     coordinationNamespace: 'ptah-system',

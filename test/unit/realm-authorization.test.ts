@@ -64,7 +64,7 @@ function passOver(self: Resource, objects: KubeObject[]) {
   const deps: OwnerDeps = {
     client,
     events: { record: () => undefined },
-    manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorImage: 'i', controllerStateVersion: 1, runnerProtocolVersion: 1 },
+    manager: { controllerImage: 'c', controllerRevision: 'r', runnerImage: 'i', executorIdentity: `sha256:${'e'.repeat(64)}`, controllerStateVersion: 1, runnerProtocolVersion: 1 },
     clock: { now: () => new Date(), monotonicMs: () => 0 },
     lockFor: (ns) => (locks.push(ns), { namespace: ns } as unknown as TargetLock),
     coordinationNamespace: 'ptah-system',

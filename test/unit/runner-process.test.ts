@@ -1,6 +1,7 @@
 // The real runner, run as a child process with fake executors (test/fixtures/runner/fake-executor.mjs): exit
 // codes, stdout, stderr and the termination message are the ones a Pod would produce.
 import t, { type Test } from 'tap';
+import { ownExecutorIdentity } from '../../src/shared/executor-identity.js';
 import { writeFile, symlink, rm, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { artifactDigest } from '../../src/shared/artifact.js';
@@ -51,6 +52,22 @@ const refusals: RefusalCase[] = [
     check: (tt, result) => tt.same(Object.keys(result).sort(), ['childExitCode', 'error', 'operation', 'operationId', 'protocolVersion'], 'the cross-version refusal has its one fixed shape'),
   },
   { name: 'protocol version of another runner', operation: 'observe', code: RUNNER_ERROR.protocolMismatch, change: (env) => void (env.PTAH_RUNNER_PROTOCOL_VERSION = '2') },
+  {
+    name: 'executor identity missing', operation: 'migration-apply', code: RUNNER_ERROR.executorIdentityMismatch,
+    change: (env) => void delete env.PTAH_EXECUTOR_IDENTITY,
+    check: (tt, result) => {
+      tt.match(result.error?.message, /PTAH_EXECUTOR_IDENTITY is not set/);
+      tt.match(result, { mutationStarted: false, uncertain: false, childExitCode: -1 }, 'nothing was started');
+    },
+  },
+  {
+    name: 'another executor than this image carries', operation: 'apply', code: RUNNER_ERROR.executorIdentityMismatch,
+    change: (env) => void (env.PTAH_EXECUTOR_IDENTITY = other('e')),
+    check: (tt, result) => {
+      tt.match(result.error?.message, new RegExp(`names executor ${other('e')}, but this image carries ${ownExecutorIdentity()}; nothing was run`));
+      tt.match(result, { mutationStarted: false, uncertain: false, childExitCode: -1 }, 'nothing was started');
+    },
+  },
   { name: 'database URL missing', operation: 'observe', code: RUNNER_ERROR.missingInput, change: (env) => void delete env.PTAH_DB_URL },
   { name: 'expected target identity missing for apply', operation: 'apply', code: RUNNER_ERROR.missingInput, change: (env) => void delete env.PTAH_EXPECTED_TARGET_IDENTITY_DIGEST },
   {

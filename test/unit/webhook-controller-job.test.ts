@@ -127,8 +127,20 @@ t.test('a Job create that is not its claim’s is refused', async (t) => {
         return job;
       },
       403,
-      // The runner image is bound (docs/execution-binding.md): the rebuild names the binding's, never the Job's own.
-      /outside its migration operation claim: the Job's annotations are not the ones its claim builds \(first at metadata\.annotations\.operator\.ptah\.run\/runner-image\)/,
+      // The runner image is recorded, not bound (docs/execution-binding.md): the rebuild takes the Job's own, and
+      // the admission snapshot the claim persisted before the create pins the template it was built with.
+      /outside its migration operation claim: the Job's Pod template is not the one the admission snapshot recorded/,
+    ],
+    [
+      'the Job names another executor than the binding in force',
+      world('schema', 'Apply'),
+      (w) => {
+        const job = submitted(w);
+        job.spec!.template.spec!.containers[0]!.env!.find((e) => e.name === 'PTAH_EXECUTOR_IDENTITY')!.value = 'sha256:' + 'f'.repeat(64);
+        return job;
+      },
+      403,
+      /outside its schema operation claim: the Job's spec is not the one its claim builds \(first at spec\.template\.spec\.containers/,
     ],
     [
       'an extra environment variable',

@@ -49,7 +49,7 @@ recipe=$(cat "$here/build.sh" "$here/ptah-runner" | sha_text)
 base_key=$(printf '%s\n%s\n' "$recipe" "$debs" | sha_text)
 node_key=$(printf '%s\n%s\n' "$recipe" "$(sha "$NODE")" | sha_text)
 modules_key=$(cat <(echo "$recipe") "$repo/package.json" "$repo/package-lock.json" | sha_text)
-app_key=$( (echo "$recipe"; cd "$repo" && find src certs package.json tsconfig.json tsconfig.build.json -type f ! -name '*.test.ts' -print0 | sort -z | xargs -0 sha256sum) | sha_text)
+app_key=$( (echo "$recipe"; cd "$repo" && find src certs tools/build package.json package-lock.json tsconfig.json tsconfig.build.json -type f ! -name '*.test.ts' -print0 | sort -z | xargs -0 sha256sum) | sha_text)
 image_key=$(printf '%s\n' "$IMAGE" "$EPOCH" "$base_key" "$node_key" "$modules_key" "$app_key" | sha_text)
 archive="$CACHE/images/ptah-operator-${image_key:0:16}.oci.tar"
 if [ -f "$archive" ]; then log "reusing $archive"; echo "$archive"; exit 0; fi

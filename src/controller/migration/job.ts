@@ -30,14 +30,14 @@ function bindingInForce(pass: MigrationPass): BindingInForce | undefined {
 export function rebuildMigrationJob(pass: MigrationPass, claim: ActiveOperation, plan: PtahMigrationPlan | undefined, liveJob?: V1Job): V1Job {
   const binding = pass.status.executionBinding;
   if (!binding) throw new JobBuildError('InvalidBinding', 'the migration records no execution binding');
-  const { controllerImage, controllerRevision } = pass.deps.manager;
+  const { controllerImage, controllerRevision, runnerImage } = pass.deps.manager;
   return rebuildClaimJob({
     owner: pass.m,
     claim,
     plan,
     coordinationDigest: pass.realm(),
-    // The bound components come from the binding in force; the runner image is the executor's (docs/execution-binding.md).
-    manager: { controllerImage, controllerRevision, runnerImage: binding.executorImage, controllerStateVersion: binding.controllerStateVersion, runnerProtocolVersion: binding.runnerProtocolVersion },
+    // The bound components come from the binding in force (docs/execution-binding.md).
+    manager: { controllerImage, controllerRevision, runnerImage, executorIdentity: binding.executorIdentity!, controllerStateVersion: binding.controllerStateVersion, runnerProtocolVersion: binding.runnerProtocolVersion },
     liveJob,
   });
 }

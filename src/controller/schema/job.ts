@@ -21,13 +21,13 @@ export async function claimPlan(pass: SchemaPass, claim: ActiveOperation): Promi
 export function rebuildSchemaJob(pass: SchemaPass, claim: ActiveOperation, plan: PtahSchemaPlan | undefined, liveJob?: V1Job): V1Job {
   const binding = pass.status.executionBinding;
   if (!binding) throw new JobBuildError('InvalidBinding', 'the schema records no execution binding');
-  const { controllerImage, controllerRevision } = pass.deps.manager;
+  const { controllerImage, controllerRevision, runnerImage } = pass.deps.manager;
   return rebuildClaimJob({
     owner: pass.s,
     claim,
     plan,
     coordinationDigest: pass.realm(),
-    manager: { controllerImage, controllerRevision, runnerImage: binding.executorImage, controllerStateVersion: binding.controllerStateVersion, runnerProtocolVersion: binding.runnerProtocolVersion },
+    manager: { controllerImage, controllerRevision, runnerImage, executorIdentity: binding.executorIdentity!, controllerStateVersion: binding.controllerStateVersion, runnerProtocolVersion: binding.runnerProtocolVersion },
     liveJob,
   });
 }

@@ -252,10 +252,13 @@ export type PinnedArtifact = Static<typeof pinnedArtifact>;
 
 export const executionBinding = object(
   {
-    epoch: bindingEpoch('Changes whenever controllerStateVersion, executorImage or runnerProtocolVersion changes.'),
+    epoch: bindingEpoch('Changes whenever controllerStateVersion, executorIdentity or runnerProtocolVersion changes.'),
     controllerStateVersion: integer({ minimum: 1, format: 'int32' }),
-    executorImage: image(),
-    runnerImage: image('Recorded only.'),
+    executorIdentity: optional(sha256(
+      'Digest of the runner and executor code and the production packages it loads (src/shared/executor-identity.ts). ' +
+        'Absent only in a binding written before executors were identified, which the next pass rotates.',
+    )),
+    runnerImage: image('Recorded only: the image reference that carries the executor, which the binding does not name.'),
     runnerProtocolVersion: integer({ minimum: 0, format: 'int32' }),
     controllerImage: image('Recorded only.'),
     controllerRevision: string({ maxLength: 256, description: 'Recorded only.' }),

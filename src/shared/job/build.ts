@@ -110,12 +110,17 @@ export interface PolicySpec {
   lockTimeout?: string;
 }
 
-/** The manager building the Job. Images and revision are recorded on the Job; the two versions bind the run. */
+/**
+ * The manager building the Job. Images and revision are recorded on the Job; the executor identity and the two
+ * versions bind the run (the runner refuses to start an executor whose identity is not the one named).
+ */
 export interface ManagerIdentity {
   controllerImage: string;
   controllerRevision: string;
   /** Runner and executor in one image: the Job's only container runs it. */
   runnerImage: string;
+  /** The executor the binding names (src/shared/executor-identity.ts). */
+  executorIdentity: string;
   controllerStateVersion: number;
   runnerProtocolVersion: number;
 }
@@ -336,6 +341,9 @@ function checkManager(manager: ManagerIdentity): void {
   for (const field of ['controllerStateVersion', 'runnerProtocolVersion'] as const) {
     if (!isIntegerIn(manager[field], 1, 2 ** 31 - 1)) throw new JobBuildError('InvalidInput', `manager ${field} must be a positive integer, got ${manager[field]}`);
   }
+  if (!isDigest(manager.executorIdentity)) {
+    throw new JobBuildError('InvalidBinding', `the executor identity ${JSON.stringify(manager.executorIdentity)} is not a sha256 digest; a binding written before executors were identified builds no Job`);
+  }
 }
 
 function checkReferences(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean): void {
@@ -493,6 +501,7 @@ function environment(input: OperationJobInput, runnerOperation: RunnerOperation,
   const env: V1EnvVar[] = [
     value(RUNNER_ENV.operationId, claim.id),
     value(RUNNER_ENV.protocolVersion, String(manager.runnerProtocolVersion)),
+    value(RUNNER_ENV.executorIdentity, manager.executorIdentity),
     secret(RUNNER_ENV.dbUrl, input.target.urlFrom),
     value(RUNNER_ENV.coordinationDigest, bindings.coordinationDigest),
     value(RUNNER_ENV.terminationGraceSeconds, String(grace)),

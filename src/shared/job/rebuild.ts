@@ -64,16 +64,20 @@ export interface RebuildClaimJobInput {
   plan?: SchemaApplyPlan | MigrationApplyPlan;
   /** The owner's realm, for a claim that records none (one that takes no Lease). */
   coordinationDigest?: string;
-  /** The manager rebuilding the Job; its images and revision give way to those the live Job recorded. */
+  /**
+   * The manager rebuilding the Job, with the bound components (executor identity, versions) of the binding in
+   * force; its images and revision give way to those the live Job recorded.
+   */
   manager: ManagerIdentity;
   /** The Job that stands under the claim's name, when there is one. */
   liveJob?: V1Job;
 }
 
 /**
- * The Job `claim` builds. The manager identity the live Job recorded on its Pod template is taken first: it binds
- * nothing (the epoch binds the versions, the admission snapshot pins the template), so a manager upgrade that
- * keeps the execution binding rebuilds its predecessor's Job exactly and adopts it.
+ * The Job `claim` builds. The manager identity the live Job recorded on its Pod template (controller image and
+ * revision, runner image) is taken first: it binds nothing (the epoch binds the executor identity and the
+ * versions, the admission snapshot pins the template), so a manager upgrade that keeps the execution binding
+ * rebuilds its predecessor's Job exactly and adopts it, whatever image reference the new release ships under.
  */
 export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
   const { owner, claim } = input;
@@ -126,7 +130,7 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
     execution: owner.spec.execution ?? {},
     policy: owner.spec.policy ?? {},
-    manager: { ...input.manager, ...recordedControllerOf(input.liveJob) },
+    manager: { ...input.manager, ...recordedManager(input.liveJob) },
     bindings,
   });
 }
@@ -143,16 +147,10 @@ function checkPlanIdentity(plan: SchemaApplyPlan | MigrationApplyPlan, claim: Cl
 }
 
 /**
- * What of the manager a rebuild takes from the live Job first: the controller image and revision, which bind
- * nothing. The runner image is not among them: the executor runs inside it, so it is bound (the execution
- * binding's executorImage, docs/execution-binding.md) and a Job running another one is not its claim's.
+ * The manager images and revision a Job's Pod template records, when it records all three: what a rebuild takes
+ * from the live Job first. The runner image is among them: what it carries is bound by the executor identity the
+ * Job names (and the runner checks), not by its reference (docs/execution-binding.md).
  */
-function recordedControllerOf(job: V1Job | undefined): Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision'> | undefined {
-  const recorded = recordedManager(job);
-  return recorded && { controllerImage: recorded.controllerImage, controllerRevision: recorded.controllerRevision };
-}
-
-/** The manager images and revision a Job's Pod template records, when it records all three. */
 export function recordedManager(job: V1Job | undefined): Pick<ManagerIdentity, 'controllerImage' | 'controllerRevision' | 'runnerImage'> | undefined {
   const annotations = job?.spec?.template?.metadata?.annotations ?? {};
   const controllerImage = annotations[JOB_ANNOTATIONS.controllerImage];

@@ -50,11 +50,11 @@ export async function judgeJobCreate(job: SubmittedJob, ctx: AdmissionContext): 
       claim,
       plan,
       coordinationDigest: claim.coordinationDigest ?? realmOf(owner),
-      // What the binding in force names, not this replica's configuration: the Job runs the image the binding
-      // bound (the runner image is the executor's, docs/execution-binding.md), whichever replica judges it.
+      // The bound components are what the binding in force names, not this replica's configuration, whichever
+      // replica judges it; the images and revision are the submitted Job's own (docs/execution-binding.md).
       manager: {
         ...ctx.manager,
-        runnerImage: owner.status!.executionBinding!.executorImage,
+        executorIdentity: owner.status!.executionBinding!.executorIdentity!,
         controllerStateVersion: owner.status!.executionBinding!.controllerStateVersion,
         runnerProtocolVersion: owner.status!.executionBinding!.runnerProtocolVersion,
       },
