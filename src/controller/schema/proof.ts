@@ -85,7 +85,9 @@ export function pendingObservationFor(pass: SchemaPass, claim: ActiveOperation, 
 export async function recordApplyAccount(pass: SchemaPass, account: ApplyAccount, why: string, message: string, alsoRecord?: (status: PtahSchemaStatus) => void): Promise<void> {
   const claim = pass.claim;
   if (!claim) throw new ProofRecordError('there is no Apply claim to account for');
-  const pending = pendingObservationFor(pass, claim, account);
+  // The Pods are evidence the record keeps from its first write on: more than one forces an unknown outcome.
+  const podUIDs = account.podUIDs ?? uidsOf(await applyPodsOf(pass, claim.id, claim.jobUID));
+  const pending = pendingObservationFor(pass, claim, { ...account, podUIDs });
   const unknown = pending.outcome === 'OutcomeUnknown';
   await retireSchemaClaim(pass, {
     disposition: unknown ? 'unaccounted' : 'accounted',
@@ -151,16 +153,16 @@ export async function possibleApplyPodActive(pass: SchemaPass): Promise<PassEnd 
   const pending = pass.status.pendingObservation!;
   const retired = await retiredApplyJobObligation(pass);
   if (retired) return retired;
-  const pods = await pass.deps.client.list<V1Pod>('v1', 'Pod', pass.namespace);
-  const ours = pods.filter((pod) => pod.metadata?.annotations?.[JOB_ANNOTATIONS.operationId] === pending.applyOperationID ||
-    (pending.applyJobUID !== undefined && pod.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === pending.applyJobUID)));
-  const seen = ours.map((pod) => pod.metadata?.uid).filter((uid): uid is string => Boolean(uid));
+  const ours = await applyPodsOf(pass, pending.applyOperationID, pending.applyJobUID);
   const known = pending.applyPodUIDs ?? [];
-  const merged = [...new Set([...known, ...seen])].sort();
+  const merged = [...new Set([...known, ...uidsOf(ours)])].sort();
   const count = Math.max(pending.applyPodCount ?? 0, merged.length);
-  if (count !== (pending.applyPodCount ?? 0) || merged.length !== known.length) {
+  // Only the first MAX_POD_UIDS are kept, so "changed" compares what would be kept: comparing every UID seen
+  // would rewrite the same record on every pass once more Pods than that exist.
+  const kept = merged.slice(0, MAX_POD_UIDS);
+  if (count !== (pending.applyPodCount ?? 0) || canonicalJson(kept) !== canonicalJson(known)) {
     const outcome = count > 1 ? 'OutcomeUnknown' : pending.outcome;
-    await writeSchemaStatus(pass, { ...pass.status, pendingObservation: { ...pending, applyPodUIDs: merged.slice(0, MAX_POD_UIDS), applyPodCount: count, outcome } });
+    await writeSchemaStatus(pass, { ...pass.status, pendingObservation: { ...pending, applyPodUIDs: kept, applyPodCount: count, outcome } });
     if (count > 1 && pending.outcome !== 'OutcomeUnknown') {
       pass.event('Warning', 'ApplyOutcomeUnknown', `Apply ${pending.applyOperationID} ran ${count} executor Pods; its outcome is unknown`);
     }
@@ -173,21 +175,28 @@ export async function possibleApplyPodActive(pass: SchemaPass): Promise<PassEnd 
   return undefined;
 }
 
+/** An Apply's Pods: controlled by its Job (by UID), or carrying its operation ID. */
+async function applyPodsOf(pass: SchemaPass, operationId: string, jobUID: string | undefined): Promise<V1Pod[]> {
+  const pods = await pass.deps.client.list<V1Pod>('v1', 'Pod', pass.namespace);
+  return pods.filter((pod) => pod.metadata?.annotations?.[JOB_ANNOTATIONS.operationId] === operationId ||
+    (jobUID !== undefined && pod.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === jobUID)));
+}
+
+const uidsOf = (pods: V1Pod[]): string[] => pods.map((pod) => pod.metadata?.uid).filter((uid): uid is string => Boolean(uid));
+
 /**
  * The outstanding proof, ahead of suspension, the generation gate and the realm census (the seed's
  * reconcilePendingObservation): renew its Lease, wait until no Apply Pod can run and the horizon has passed, then
- * claim the Observe, or the Plan once the raw observation is in.
+ * claim the Observe, or the Plan once the raw observation is in, whether or not the schema is suspended.
  */
 export async function reconcilePendingObservation(pass: SchemaPass): Promise<PassEnd> {
   const renewed = await acquirePendingLock(pass);
   if (renewed) return renewed;
   const active = await possibleApplyPodActive(pass);
   if (active) return active;
+  // Suspension does not hold the proof up: the proof runs first, so a schema owing one cannot be overtaken by anything
+  // (the seed), and it hands the realm back; the schema rests suspended afterwards (reconcileIdleSchema).
   const pending = pass.status.pendingObservation!;
-  if (pass.s.spec.suspend) {
-    await publishSchemaReport(pass, { phase: 'Suspended', reason: 'Suspended', message: `spec.suspend is true: the proof Apply ${pending.applyOperationID} owes waits, holding its realm` });
-    return endPass('suspended with a proof owed', PROOF_POLL_MS);
-  }
   const wait = pending.observeAfter ? Date.parse(pending.observeAfter) - pass.now().getTime() : 0;
   if (wait > 0) {
     await publishSchemaReport(pass, { phase: 'VerifyingConvergence', reason: 'AwaitingApplyWindow', message: `the outcome of Apply ${pending.applyOperationID} is unknown; its proof starts at ${pending.observeAfter}, once no Pod of it can run` });

@@ -1,0 +1,90 @@
+// A PtahSchema's proof against what a person does meanwhile, on the real control plane, runner and PostgreSQL with
+// a real manager process. Seed: the proof "runs before suspension, before the generation gate and before the
+// realm census, so a schema owing proof cannot be overtaken by anything"; a suspended migration, by contrast, "does
+// not read at all".
+import t from 'tap';
+import type { V1Job, V1Lease } from '@kubernetes/client-node';
+import type { PendingObservation, PtahSchema } from '../../src/shared/api/schema-kinds.js';
+import { JOB_ANNOTATIONS } from '../../src/shared/job/metadata.js';
+import { leaseNameFor } from '../../src/shared/realm.js';
+import { waitFor } from '../../tools/stack/wait.js';
+import { crashWorld, schemaStatusWrite, within } from './crash-world.js';
+import { heldSchemaApply, NAME } from './running-applies.js';
+import { WAIT_MS } from './schema-world.js';
+
+const schemaJobs = (jobs: Iterable<V1Job>, operation: string) =>
+  [...jobs].filter((j) => j.metadata?.labels?.['operator.ptah.run/operation'] === operation && j.metadata.labels['operator.ptah.run/schema'] === NAME);
+
+t.test('a schema suspended while it owes a proof still proves the Apply, hands the realm back, and then rests suspended', async (t) => {
+  const cw = await crashWorld(t, { schemas: true });
+  const { w } = cw;
+  await cw.startManager();
+  const held = await heldSchemaApply(t, cw, 'suspended-proof');
+  // The manager is stopped the moment the Apply's account is written: the proof is owed, nothing reads it yet.
+  const owed = schemaStatusWrite('the write that records the proof owed', (s) => s.pendingObservation?.applyOperationID === held.claim.id && !s.activeOperation, NAME);
+  const kill = cw.killOn(owed);
+  await held.session.query('ROLLBACK');
+  await within(kill, WAIT_MS, owed.what, () => cw.proxy.disarm());
+  // A person suspends the schema while no manager runs (the world's own admission service admits the edit).
+  await cw.unregisterManagerWebhooks();
+  await waitFor(() => w.admin.patch(w.ref('PtahSchema', NAME), { spec: { suspend: true } }, 'merge'), { what: 'the suspension admitted', timeoutMs: 30_000 });
+  const atSuspension = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+  t.equal(atSuspension.status?.pendingObservation?.applyOperationID, held.claim.id, 'fixture: suspended with the proof owed');
+  t.equal(atSuspension.status?.pendingObservation?.outcome, 'ApplySucceeded', 'fixture: the Apply reported success');
+  await cw.startManager();
+
+  const proven = await waitFor(async () => {
+    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    return s.status?.applied?.operationID === held.claim.id && !s.status.pendingObservation && !s.status.activeOperation && !s.status.pendingLockRelease ? s : undefined;
+  }, { what: 'the suspended schema\'s Apply proven and the realm handed back', timeoutMs: WAIT_MS });
+  t.equal(proven.spec.suspend, true, 'fixture: the schema is still suspended');
+  const proofs = held.states.map((s) => s.status?.pendingObservation).filter((p) => p?.applyOperationID === held.claim.id);
+  t.ok(proofs.length > 0, 'the Apply left its proof owed');
+  t.same(proofs[0]?.applyPodUIDs, held.pods, 'the write that recorded the proof already names the Apply\'s Pod');
+  t.equal(proofs[0]?.applyPodCount, 1, 'and counts it');
+  const readings = [...schemaJobs(w.jobsSeen.values(), 'observe'), ...schemaJobs(w.jobsSeen.values(), 'plan')]
+    .filter((j) => held.states.some((s) => s.status?.activeOperation?.proofOf === held.claim.id && s.status.activeOperation.jobName === j.metadata?.name));
+  t.ok(readings.length > 0, `the proof's reading ran while suspended (${readings.map((j) => j.metadata?.name).join(', ')})`);
+  const lease = await w.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: w.ns, name: leaseNameFor(held.claim.coordinationDigest!) });
+  t.notOk(lease?.spec?.holderIdentity, 'the realm is not held once the proof is settled');
+
+  const resting = await waitFor(async () => {
+    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    return s.status?.phase === 'Suspended' ? s : undefined;
+  }, { what: 'the schema to rest Suspended', timeoutMs: WAIT_MS });
+  t.notOk(resting.status?.activeOperation, 'nothing else is claimed while suspended');
+  t.same(schemaJobs(w.jobsSeen.values(), 'apply').map((j) => j.metadata?.uid), [held.claim.jobUID], 'one Apply Job');
+  const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
+  t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the database applied the plan once');
+});
+
+t.test('an Apply with more Pods than the record keeps: recorded once as unknown, never rewritten in a loop, and still proven', async (t) => {
+  const cw = await crashWorld(t, { schemas: true });
+  const { w } = cw;
+  await cw.startManager();
+  const held = await heldSchemaApply(t, cw, 'many-pods');
+  // Pods anyone can create that carry the Apply's operation ID: the record counts them as the Apply's (more than
+  // one forces an unknown outcome). They exit at once, so none of them holds the proof up.
+  const extra = 9;
+  for (let i = 0; i < extra; i++) {
+    await w.admin.create({
+      apiVersion: 'v1', kind: 'Pod',
+      metadata: { name: `apply-pod-${i}`, namespace: w.ns, annotations: { [JOB_ANNOTATIONS.operationId]: held.claim.id } },
+      spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'ptah-fixture/sh:test', args: ['true'] }] },
+    });
+  }
+  await held.session.query('ROLLBACK');
+  const proven = await waitFor(async () => {
+    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    return !s.status?.pendingObservation && !s.status?.activeOperation && !s.status?.pendingLockRelease ? s : undefined;
+  }, { what: 'the proof settled', timeoutMs: WAIT_MS });
+  const records = held.states.map((s) => s.status?.pendingObservation).filter((p): p is PendingObservation => p?.applyOperationID === held.claim.id);
+  t.ok(records.length > 0, 'the proof was owed');
+  t.equal(records[0]?.outcome, 'OutcomeUnknown', 'the first write of the record already says the outcome is unknown');
+  t.equal(records.at(-1)?.applyPodCount, extra + 1, `it counts every Pod (${extra + 1})`);
+  t.equal(records.at(-1)?.applyPodUIDs?.length, 8, 'and keeps eight UIDs');
+  // Before the kept UIDs were compared, every pass rewrote the record and ended at once: the proof never started.
+  t.ok(proven, 'the proof ran to its end');
+  const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
+  t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the database applied the plan once');
+});
