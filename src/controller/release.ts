@@ -16,9 +16,16 @@ export function owedRelease(claim: ActiveOperation): PendingLockRelease | undefi
   return { coordinationDigest, operationID: claim.id, leaseDurationSeconds, leaseEpoch };
 }
 
+/** A release that failed: it stays recorded, and the pass ends in this error so its key is retried with backoff. */
+export class ReleaseOwedError extends Error {
+  override name = 'ReleaseOwedError';
+}
+
 /**
- * Performs the release status.pendingLockRelease records, then clears the record. A failed release stays
- * recorded; the top of the next pass tries again. Returns whether a release was owed.
+ * Performs the release status.pendingLockRelease records, then clears the record. Returns whether a release was
+ * owed. A failed release stays recorded and throws ReleaseOwedError: the work queue then retries the key with its
+ * per-key exponential backoff, so an API server that keeps refusing is not asked (and no Event written) on every
+ * millisecond, and the top of the next pass tries again.
  */
 export async function completePendingLockRelease(pass: AnyPass, clearRecord: () => Promise<void>): Promise<boolean> {
   const owed = pass.obj.status?.pendingLockRelease;
@@ -30,9 +37,9 @@ export async function completePendingLockRelease(pass: AnyPass, clearRecord: () 
       epoch: owed.leaseEpoch,
     });
   } catch (err) {
-    pass.deps.log.warn({ err, operationID: owed.operationID }, 'the owed realm release failed; the next pass retries it');
-    pass.event('Warning', 'TargetLockReleaseOwed', `the realm Lease held for operation ${owed.operationID} could not be released yet: ${(err as Error).message}`);
-    return true;
+    const why = `the realm Lease held for operation ${owed.operationID} could not be released yet: ${(err as Error).message}`;
+    pass.event('Warning', 'TargetLockReleaseOwed', why);
+    throw new ReleaseOwedError(`${why}; it stays recorded in status.pendingLockRelease and is retried with backoff`, { cause: err });
   }
   await clearRecord();
   return true;

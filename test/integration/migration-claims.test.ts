@@ -4,7 +4,7 @@
 // manager does not know survives an execution-binding rotation untouched; a claim the driver refuses is reported
 // in a condition and looked at again after a back-off, not in a hot loop.
 import t, { type Test } from 'tap';
-import { KubernetesObjectApi, type EventsV1Event, type KubernetesObject } from '@kubernetes/client-node';
+import type { EventsV1Event } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { registry } from '../../src/shared/metrics.js';
@@ -14,49 +14,15 @@ import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
 import { sharedCluster } from '../../tools/stack/cluster.js';
 import { sleep, waitFor } from '../../tools/stack/wait.js';
 import { jobsOf, MANAGER, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
+import { refuseUpdates } from './test-policy.js';
 import { historyOf, isTerminal, jobRef, jobTerminal, readLease, renewedAt, sleepingSessions, slowFiles, startSlowApply, VERSIONS } from './slow-apply.js';
 
 const cluster = sharedCluster();
 const managerClient = (): Promise<KubeClient> => restClient(cluster.kubeConfig('manager'), { fieldManager: 'ptah-migration-claims-test' });
 
-/**
- * A ValidatingAdmissionPolicy, bound to the test namespace only, that refuses UPDATEs of PtahMigration status for
- * which `allowed` (CEL over object and oldObject) is false. Returns the function that removes it.
- */
-async function statusWritePolicy(t: Test, w: MigrationWorld, name: string, allowed: string): Promise<() => Promise<void>> {
-  const api = KubernetesObjectApi.makeApiClient(cluster.kubeConfig('admin'));
-  const policyName = `${name}-${w.ns}`;
-  const objects: KubernetesObject[] = [
-    {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingAdmissionPolicy',
-      metadata: { name: policyName },
-      spec: {
-        failurePolicy: 'Fail',
-        matchConstraints: { resourceRules: [{ apiGroups: ['operator.ptah.run'], apiVersions: ['*'], operations: ['UPDATE'], resources: ['ptahmigrations/status'] }] },
-        validations: [{ expression: allowed, message: `the test's ${name} policy refuses this status write` }],
-      },
-    } as KubernetesObject,
-    {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingAdmissionPolicyBinding',
-      metadata: { name: policyName },
-      spec: { policyName, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': w.ns } } } },
-    } as KubernetesObject,
-  ];
-  for (const object of objects) await api.create(object);
-  let removed = false;
-  const remove = async () => {
-    if (removed) return;
-    removed = true;
-    for (const object of [...objects].reverse()) await api.delete(object).catch(() => undefined);
-    // The API server's policy cache follows its watch; give it a moment to drop the policy.
-    await sleep(2_000);
-  };
-  t.teardown(remove);
-  await sleep(2_000);
-  return remove;
-}
+/** Refuses, in the test namespace, the PtahMigration status writes for which `allowed` is false. */
+const statusWritePolicy = (t: Test, w: MigrationWorld, name: string, allowed: string) =>
+  refuseUpdates(t, w.ns, name, { apiGroup: 'operator.ptah.run', resource: 'ptahmigrations/status', allowed });
 
 const claimOf = (m: PtahMigration) => m.status?.activeOperation;
 
