@@ -139,9 +139,13 @@ t.test('a binding change while a Plan runs keeps its claim and the realm until t
     checks++;
     if (s.status?.activeOperation?.id !== claim.id) problems.push(`claim ${JSON.stringify(s.status?.activeOperation?.type)} ${s.status?.activeOperation?.id} while the Plan Job runs`);
     if (leaseHolder !== holder) problems.push(`Lease held by ${leaseHolder} while the Plan Job runs`);
+    // Nothing renews a retired reading's Lease, so it must outlive whatever the Job can still do: its Pod is stopped
+    // at the Job's deadline (plus the Pod's grace), and the Lease may lapse only after that.
     const renew = leaseObj?.spec?.renewTime ? new Date(leaseObj.spec.renewTime as unknown as string).getTime() : NaN;
     const duration = (leaseObj?.spec?.leaseDurationSeconds ?? 0) * 1000;
+    const jobEnd = Date.parse(String(job.status?.startTime)) + ((job.spec?.activeDeadlineSeconds ?? Infinity) + (job.spec?.template.spec?.terminationGracePeriodSeconds ?? 0)) * 1000;
     if (!(renew + duration > readAt)) problems.push(`Lease expired (renewed ${String(leaseObj?.spec?.renewTime)}, ${duration} ms) while the Plan Job runs`);
+    if (!(renew + duration >= jobEnd)) problems.push(`the Lease (renewed ${String(leaseObj?.spec?.renewTime)}, ${duration} ms) lapses before the Plan Job's deadline and grace end (${new Date(jobEnd).toISOString()})`);
     if (s.status?.executionBinding?.epoch !== epoch1) {
       rotatedWhileRunning = true;
       if (s.status?.pendingBindingRetirement?.job?.name !== claim.jobName) problems.push(`pendingBindingRetirement ${JSON.stringify(s.status?.pendingBindingRetirement)} does not name the Plan Job`);

@@ -52,7 +52,13 @@ t.test('an Apply Pod killed mid-run leaves an unknown outcome that a fresh readi
   const unknown = await w.waitFor('catalog', 'the proof owed with an unknown outcome', (s) =>
     (s.status?.pendingObservation?.applyOperationID === claim.id ? s : undefined));
   t.equal(unknown.status?.pendingObservation?.outcome, 'OutcomeUnknown');
-  t.notOk(unknown.status?.activeOperation, 'the claim and the record were swapped in one write');
+  // The watch saw every stored version: the one before the record holds the claim, the record's first holds no
+  // claim, and none holds both or neither.
+  const first = states.findIndex((s) => s.status?.pendingObservation?.applyOperationID === claim.id);
+  t.ok(first > 0, 'fixture: the watch saw the versions before and after the swap');
+  t.equal(states[first - 1]?.status?.activeOperation?.id, claim.id, 'the version before the record holds the Apply claim');
+  t.notOk(states[first]?.status?.activeOperation, 'the record\'s first version holds no claim: the claim and the record were swapped in one write');
+  t.notOk(states.some((s) => s.status?.activeOperation?.id === claim.id && s.status.pendingObservation?.applyOperationID === claim.id), 'no version holds both');
   // A kubelet stopping a Pod kills its whole container; the fake kubelet stops the runner and can leave its executor
   // child waiting on the lock, so its session is ended here as the container's death would end it.
   await endWaitingWriters(w, db);
