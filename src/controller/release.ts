@@ -16,6 +16,18 @@ export function owedRelease(claim: ActiveOperation): PendingLockRelease | undefi
   return { coordinationDigest, operationID: claim.id, leaseDurationSeconds, leaseEpoch };
 }
 
+/** A retiring write owes a release while an earlier one is still owed: a defect, never a state to write. */
+export class SecondReleaseError extends Error {
+  override name = 'SecondReleaseError';
+}
+
+/** Stages `owed` in the status about to be written (`next`), refusing a second release while `current` is owed. */
+export function stageRelease(current: PendingLockRelease | undefined, next: { pendingLockRelease?: PendingLockRelease }, owed: PendingLockRelease | undefined): void {
+  if (!owed) return;
+  if (current) throw new SecondReleaseError(`a release for ${owed.operationID} is owed while the release of ${current.operationID} is still owed`);
+  next.pendingLockRelease = owed;
+}
+
 /** A release that failed: it stays recorded, and the pass ends in this error so its key is retried with backoff. */
 export class ReleaseOwedError extends Error {
   override name = 'ReleaseOwedError';

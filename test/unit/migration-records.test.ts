@@ -4,7 +4,8 @@
 import t from 'tap';
 import { pino } from 'pino';
 import { MigrationPass, type MigrationDeps } from '../../src/controller/migration/context.js';
-import { retireMigrationClaim, SecondReleaseError } from '../../src/controller/migration/retire.js';
+import { retireMigrationClaim } from '../../src/controller/migration/retire.js';
+import { SecondReleaseError } from '../../src/controller/release.js';
 import { reconcileMigrationDeletion } from '../../src/controller/migration/deletion.js';
 import { placeholderLeaseEpoch } from '../../src/controller/claim-values.js';
 import { reconcileUnresolvedRunCopy } from '../../src/controller/migration/unresolved.js';

@@ -9,7 +9,7 @@ import type { MigrationPass } from './context.js';
 import { leaseTaken } from '../claim-values.js';
 import { releaseRunEvidence } from '../evidence.js';
 import { countJobOutcome } from '../operator-metrics.js';
-import { completePendingLockRelease, giveJobCleanupTtl, owedRelease } from '../release.js';
+import { completePendingLockRelease, giveJobCleanupTtl, owedRelease, stageRelease } from '../release.js';
 import { writeMigrationStatus, type Report } from './status.js';
 
 export interface ClaimRetirement {
@@ -24,10 +24,6 @@ export interface ClaimRetirement {
   mayStillWrite?: boolean;
   /** The Job under the claim's name, when the caller already read it. */
   job?: V1Job;
-}
-
-export class SecondReleaseError extends Error {
-  override name = 'SecondReleaseError';
 }
 
 export async function retireMigrationClaim(pass: MigrationPass, retire: ClaimRetirement): Promise<void> {
@@ -47,12 +43,7 @@ export async function retireMigrationClaim(pass: MigrationPass, retire: ClaimRet
   const next: PtahMigrationStatus = { ...pass.status, activeOperation: undefined };
   retire.record?.(next);
   const owed = release === 'claim' ? owedRelease(claim) : undefined;
-  if (owed) {
-    if (pass.status.pendingLockRelease) {
-      throw new SecondReleaseError(`claim ${claim.id} owes a release while the release of ${pass.status.pendingLockRelease.operationID} is still owed`);
-    }
-    next.pendingLockRelease = owed;
-  }
+  stageRelease(pass.status.pendingLockRelease, next, owed);
   await writeMigrationStatus(pass, next, retire.report);
   countJobOutcome(pass.kind, claim, retire.why);
   pass.deps.log.info({ operationID: claim.id, type: claim.type, disposition: retire.disposition, why: retire.why, release: owed ? 'staged' : 'none' }, 'claim retired');

@@ -13,10 +13,10 @@ import { claimJobName } from '../../shared/naming.js';
 import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch } from '../claim-values.js';
 import { addFinalizer } from '../finalizer.js';
 import { countJobOutcome } from '../operator-metrics.js';
-import { giveJobCleanupTtl, owedRelease } from '../release.js';
-import { endPass, servesProof, type PassEnd, type SchemaPass } from './context.js';
+import { giveJobCleanupTtl } from '../release.js';
+import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { schemaInputFingerprint } from './fingerprint.js';
-import { completeSchemaPendingLockRelease } from './retire.js';
+import { completeSchemaPendingLockRelease, releaseOwedBy } from './retire.js';
 import { writeSchemaStatus, type Report } from './status.js';
 
 export class ClaimRefused extends Error {
@@ -127,8 +127,9 @@ export async function retrySchemaReading(pass: SchemaPass, why: string): Promise
   if (!claim) throw new ClaimRefused('there is no reading to retry');
   await giveJobCleanupTtl(pass, claim);
   const retryMs = parseDuration(pass.s.spec.execution?.failureRetryInterval ?? '30s');
-  const proof = servesProof(pass, claim);
-  const owed = !proof ? owedRelease(claim) : undefined;
+  // The retry takes this attempt out of status as a discarded claim would go: an ordinary Plan hands its realm back,
+  // a proof reading keeps the Apply's (the one rule, releaseOwedBy).
+  const owed = releaseOwedBy(pass, claim, 'discard', pass.status);
   const body: Omit<ActiveOperation, 'jobName'> = {
     ...claim,
     startedAt: pass.nowIso(),

@@ -8,7 +8,8 @@ import { addFinalizer, hasFinalizer, removeFinalizer } from '../finalizer.js';
 import { isJobTerminal } from '../evidence.js';
 import { endPass, operationOf, type PassEnd, type SchemaPass } from './context.js';
 import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive } from './proof.js';
-import { proofRelease, retireSchemaClaim, completeSchemaPendingLockRelease, stageRelease } from './retire.js';
+import { stageRelease } from '../release.js';
+import { proofRelease, retireSchemaClaim, completeSchemaPendingLockRelease } from './retire.js';
 import { writeSchemaStatus } from './status.js';
 
 const DELETION_POLL_MS = 5_000;
@@ -65,7 +66,7 @@ export async function reconcileSchemaDeletion(pass: SchemaPass): Promise<PassEnd
     const wait = pending.observeAfter ? Date.parse(pending.observeAfter) - pass.now().getTime() : 0;
     if (wait > 0) return endPass('deleting: waiting for the Apply window to pass', Math.min(wait, DELETION_POLL_MS));
     const next = { ...pass.status, pendingObservation: undefined };
-    stageRelease(pass, next, proofRelease(pending));
+    stageRelease(pass.status.pendingLockRelease, next, proofRelease(pending));
     await writeSchemaStatus(pass, next);
     pass.event('Warning', 'ProofDiscarded', `the resource is deleted with the proof of Apply ${pending.applyOperationID} (${pending.outcome}) owed; nothing of it can still write, and its realm is handed back`);
     await completeSchemaPendingLockRelease(pass);

@@ -4,11 +4,11 @@
 // record (the pending observation) keeps it, and only the write that settles the proof hands the Apply's epoch back.
 import type { V1Job } from '@kubernetes/client-node';
 import type { PendingObservation, PtahSchemaStatus } from '../../shared/api/schema-kinds.js';
-import type { PendingLockRelease } from '../../shared/api/shapes.js';
+import type { ActiveOperation, PendingLockRelease } from '../../shared/api/shapes.js';
 import { retirement, type Disposition } from '../../shared/lifecycle/retirement.js';
 import { leaseTaken } from '../claim-values.js';
 import { countJobOutcome } from '../operator-metrics.js';
-import { completePendingLockRelease, giveJobCleanupTtl, owedRelease } from '../release.js';
+import { completePendingLockRelease, giveJobCleanupTtl, owedRelease, stageRelease } from '../release.js';
 import { operationOf, type SchemaPass } from './context.js';
 import { writeSchemaStatus, type Report } from './status.js';
 
@@ -26,10 +26,6 @@ export interface SchemaRetirement {
   retiredEpoch?: boolean;
 }
 
-export class SecondReleaseError extends Error {
-  override name = 'SecondReleaseError';
-}
-
 /** The release the proof owes: the Apply's epoch, under the Apply's holder, which the proof readings ran under. */
 export function proofRelease(pending: PendingObservation): PendingLockRelease {
   return {
@@ -40,38 +36,37 @@ export function proofRelease(pending: PendingObservation): PendingLockRelease {
   };
 }
 
-/** Stages `owed` in `next`, refusing a second release while one is still owed. */
-export function stageRelease(pass: SchemaPass, next: PtahSchemaStatus, owed: PendingLockRelease | undefined): void {
-  if (!owed) return;
-  if (pass.status.pendingLockRelease) {
-    throw new SecondReleaseError(`a release for ${owed.operationID} is owed while the release of ${pass.status.pendingLockRelease.operationID} is still owed`);
-  }
-  next.pendingLockRelease = owed;
+/**
+ * The release the write that takes `claim` out of status owes, as the one rule decides it
+ * (mutationlifecycle.Retirement): `next` is the status that write stores. Used by the retirement and by a
+ * reading's retry, which takes the claim's attempt out the same way.
+ */
+export function releaseOwedBy(pass: SchemaPass, claim: ActiveOperation, disposition: Disposition, next: PtahSchemaStatus): PendingLockRelease | undefined {
+  const operation = operationOf(pass, claim);
+  const pendingBefore = pass.status.pendingObservation;
+  const release = retirement({
+    // A Plan or Observe carries out proofs by its type; it holds the Apply's realm only while it serves one.
+    claim: { mutating: operation.mutating, servesProof: operation.carriesProof, locked: operation.holdsRealm && leaseTaken(claim), proofOutstanding: pendingBefore !== undefined },
+    disposition,
+    recordHoldsRealm: true,
+    mayStillWrite: false,
+    endsProof: pendingBefore !== undefined && next.pendingObservation === undefined,
+  });
+  return release === 'claim' ? owedRelease(claim) : release === 'proof' && pendingBefore ? proofRelease(pendingBefore) : undefined;
 }
 
 export async function retireSchemaClaim(pass: SchemaPass, retire: SchemaRetirement): Promise<void> {
   const claim = pass.claim;
   if (!claim) throw new Error('retireSchemaClaim: there is no claim to retire');
-  const operation = operationOf(pass, claim);
-  const pendingBefore = pass.status.pendingObservation;
-
   await giveJobCleanupTtl(pass, claim, retire.job, { retiredEpoch: retire.retiredEpoch });
 
   const next: PtahSchemaStatus = { ...pass.status, activeOperation: undefined };
   retire.record?.(next);
-  const release = retirement({
-    // A Plan or Observe carries out proofs by its type; it holds the Apply's realm only while it serves one.
-    claim: { mutating: operation.mutating, servesProof: operation.carriesProof, locked: operation.holdsRealm && leaseTaken(claim), proofOutstanding: pendingBefore !== undefined },
-    disposition: retire.disposition,
-    recordHoldsRealm: true,
-    mayStillWrite: false,
-    endsProof: pendingBefore !== undefined && next.pendingObservation === undefined,
-  });
-  const owed = release === 'claim' ? owedRelease(claim) : release === 'proof' && pendingBefore ? proofRelease(pendingBefore) : undefined;
-  stageRelease(pass, next, owed);
+  const owed = releaseOwedBy(pass, claim, retire.disposition, next);
+  stageRelease(pass.status.pendingLockRelease, next, owed);
   await writeSchemaStatus(pass, next, retire.report);
   countJobOutcome(pass.kind, claim, retire.why);
-  pass.deps.log.info({ operationID: claim.id, type: claim.type, disposition: retire.disposition, why: retire.why, release: owed ? release : 'none' }, 'claim retired');
+  pass.deps.log.info({ operationID: claim.id, type: claim.type, disposition: retire.disposition, why: retire.why, release: owed ? owed.operationID : 'none' }, 'claim retired');
   if (owed) await completeSchemaPendingLockRelease(pass);
 }
 
