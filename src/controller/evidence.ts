@@ -39,6 +39,25 @@ export function podStopped(pod: V1Pod): boolean {
   return phase === 'Succeeded' || phase === 'Failed';
 }
 
+/**
+ * An Apply's Pods, namespace-wide: those carrying its operation ID, and those controlled by any of `jobUIDs` (a
+ * selector on labels could miss one).
+ */
+export async function applyPodsOf(pass: AnyPass, operationId: string, jobUIDs: readonly (string | undefined)[]): Promise<V1Pod[]> {
+  const uids = new Set(jobUIDs.filter((uid): uid is string => uid !== undefined));
+  const pods = await pass.deps.client.list<V1Pod>('v1', 'Pod', pass.namespace);
+  return pods.filter((pod) => pod.metadata?.annotations?.[JOB_ANNOTATIONS.operationId] === operationId ||
+    pod.metadata?.ownerReferences?.some((r) => r.controller === true && uids.has(r.uid)) === true);
+}
+
+/**
+ * Whether an Apply may still write, decided once for both families: a Job under its name that is not terminal
+ * (whichever UID it has), or one of its Pods that has not stopped.
+ */
+export function applyMayStillRun(job: V1Job | undefined, pods: readonly V1Pod[]): boolean {
+  return (job !== undefined && !isJobTerminal(job)) || pods.some((pod) => !podStopped(pod));
+}
+
 function msSinceTerminal(job: V1Job, now: Date): number {
   const at = terminalCondition(job)?.lastTransitionTime;
   const ms = at === undefined ? NaN : new Date(at).getTime();

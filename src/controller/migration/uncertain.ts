@@ -1,11 +1,10 @@
 // A dispatched Apply whose outcome nobody can establish: it is recorded as an unresolved run and never run again,
 // and the realm goes back only when nothing the claim dispatched can still write.
-import type { V1Job, V1Pod } from '@kubernetes/client-node';
+import type { V1Job } from '@kubernetes/client-node';
 import type { UnresolvedOutcome } from '../../shared/api/migration-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { JOB_ANNOTATIONS } from '../../shared/job/metadata.js';
 import type { MigrationPass } from './context.js';
-import { dispatchedBy, isJobTerminal, podStopped } from '../evidence.js';
+import { applyMayStillRun, applyPodsOf, dispatchedBy } from '../evidence.js';
 import { recordUnresolvedMigrationRun } from './unresolved.js';
 
 /**
@@ -15,15 +14,7 @@ import { recordUnresolvedMigrationRun } from './unresolved.js';
 export async function dispatchedApplyMayStillWrite(pass: MigrationPass, claim: ActiveOperation): Promise<boolean> {
   try {
     const job = await pass.readJob(claim.jobName);
-    if (job && !isJobTerminal(job)) return true;
-    const jobUid = job?.metadata?.uid;
-    // Namespace-wide, by the operation ID the Pod carries or by its Job's UID: a selector on labels could miss one.
-    const pods = await pass.deps.client.list<V1Pod>('v1', 'Pod', pass.namespace);
-    return pods.some((pod) => {
-      const ours = pod.metadata?.annotations?.[JOB_ANNOTATIONS.operationId] === claim.id ||
-        (jobUid !== undefined && pod.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === jobUid));
-      return ours && !podStopped(pod);
-    });
+    return applyMayStillRun(job, await applyPodsOf(pass, claim.id, [claim.jobUID, job?.metadata?.uid]));
   } catch (err) {
     pass.deps.log.warn({ err, operationID: claim.id }, 'cannot tell whether the dispatched Apply may still write; assuming it may');
     return true;

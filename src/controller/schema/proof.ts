@@ -8,8 +8,7 @@ import type { PendingObservation, PendingObservationOutcome, PtahSchemaStatus } 
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { EXECUTION_DEFAULTS } from '../../shared/api/shapes.js';
 import { canonicalJson } from '../../shared/canonical.js';
-import { JOB_ANNOTATIONS } from '../../shared/job/metadata.js';
-import { dispatchedBy, isJobTerminal, podStopped } from '../evidence.js';
+import { applyMayStillRun, applyPodsOf, dispatchedBy } from '../evidence.js';
 import { leaseTaken } from '../claim-values.js';
 import { claimProofReading } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
@@ -86,7 +85,7 @@ export async function recordApplyAccount(pass: SchemaPass, account: ApplyAccount
   const claim = pass.claim;
   if (!claim) throw new ProofRecordError('there is no Apply claim to account for');
   // The Pods are evidence the record keeps from its first write on: more than one forces an unknown outcome.
-  const podUIDs = account.podUIDs ?? uidsOf(await applyPodsOf(pass, claim.id, claim.jobUID));
+  const podUIDs = account.podUIDs ?? uidsOf(await applyPodsOf(pass, claim.id, [claim.jobUID]));
   const pending = pendingObservationFor(pass, claim, { ...account, podUIDs });
   const unknown = pending.outcome === 'OutcomeUnknown';
   await retireSchemaClaim(pass, {
@@ -153,7 +152,8 @@ export async function possibleApplyPodActive(pass: SchemaPass): Promise<PassEnd 
   const pending = pass.status.pendingObservation!;
   const retired = await retiredApplyJobObligation(pass);
   if (retired) return retired;
-  const ours = await applyPodsOf(pass, pending.applyOperationID, pending.applyJobUID);
+  const job = await pass.readJob(pending.applyJobName);
+  const ours = await applyPodsOf(pass, pending.applyOperationID, [pending.applyJobUID, job?.metadata?.uid]);
   const known = pending.applyPodUIDs ?? [];
   const merged = [...new Set([...known, ...uidsOf(ours)])].sort();
   const count = Math.max(pending.applyPodCount ?? 0, merged.length);
@@ -168,18 +168,8 @@ export async function possibleApplyPodActive(pass: SchemaPass): Promise<PassEnd 
     }
     return endPass('Apply Pod evidence recorded');
   }
-  const job = await pass.readJob(pending.applyJobName);
-  const jobRuns = job !== undefined && job.metadata?.uid === pending.applyJobUID && !isJobTerminal(job) && job.status?.active !== 0 && (job.status?.active ?? 0) > 0;
-  const running = ours.filter((pod) => !podStopped(pod));
-  if (running.length > 0 || jobRuns) return endPass(`an Apply Pod of ${pending.applyJobName} may still run`, PROOF_POLL_MS);
+  if (applyMayStillRun(job, ours)) return endPass(`an Apply Pod of ${pending.applyJobName} may still run`, PROOF_POLL_MS);
   return undefined;
-}
-
-/** An Apply's Pods: controlled by its Job (by UID), or carrying its operation ID. */
-async function applyPodsOf(pass: SchemaPass, operationId: string, jobUID: string | undefined): Promise<V1Pod[]> {
-  const pods = await pass.deps.client.list<V1Pod>('v1', 'Pod', pass.namespace);
-  return pods.filter((pod) => pod.metadata?.annotations?.[JOB_ANNOTATIONS.operationId] === operationId ||
-    (jobUID !== undefined && pod.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === jobUID)));
 }
 
 const uidsOf = (pods: V1Pod[]): string[] => pods.map((pod) => pod.metadata?.uid).filter((uid): uid is string => Boolean(uid));
