@@ -88,3 +88,42 @@ t.test('an Apply with more Pods than the record keeps: recorded once as unknown,
   const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
   t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the database applied the plan once');
 });
+
+t.test('a target edited while a proof is owed: the proof reads the database the Apply ran against, settles, and only then the new target is read', async (t) => {
+  const cw = await crashWorld(t, { schemas: true });
+  const { w } = cw;
+  await cw.startManager();
+  const held = await heldSchemaApply(t, cw, 'edited-target');
+  const applied = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+  const ranAgainst = applied.spec.target.urlFrom.name;
+  const owed = schemaStatusWrite('the write that records the proof owed', (s) => s.pendingObservation?.applyOperationID === held.claim.id && !s.activeOperation, NAME);
+  const kill = cw.killOn(owed);
+  await held.session.query('ROLLBACK');
+  await within(kill, WAIT_MS, owed.what, () => cw.proxy.disarm());
+  // While no manager runs, a person points the schema at another database (its own Secret).
+  await cw.unregisterManagerWebhooks();
+  const other = await w.database('edited-target-other');
+  await w.admin.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'other-db', namespace: w.ns }, stringData: { url: other.url } });
+  await waitFor(() => w.admin.patch(w.ref('PtahSchema', NAME), { spec: { target: { urlFrom: { name: 'other-db', key: 'url' } } } }, 'merge'), { what: 'the target edit admitted', timeoutMs: 30_000 });
+  await cw.startManager();
+
+  const proven = await waitFor(async () => {
+    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    return s.status?.applied?.operationID === held.claim.id && !s.status.pendingObservation ? s : undefined;
+  }, { what: 'the proof settled against the database the Apply ran against', timeoutMs: WAIT_MS });
+  t.equal(proven.spec.target.urlFrom.name, 'other-db', 'fixture: the spec names the other database');
+  const proofJobs = [...w.jobsSeen.values()].filter((j) => held.states.some((s) => s.status?.activeOperation?.proofOf === held.claim.id && s.status.activeOperation.jobName === j.metadata?.name));
+  t.ok(proofJobs.length >= 2, `the proof's Observe and Plan ran (${proofJobs.length} Jobs)`);
+  const secrets = proofJobs.map((j) => j.spec?.template.spec?.containers[0]?.env?.find((e) => e.name === 'PTAH_DB_URL')?.valueFrom?.secretKeyRef?.name);
+  t.same([...new Set(secrets)], [ranAgainst], 'every proof reading connected to the database the Apply ran against');
+  t.notOk(held.states.some((s) => s.status?.activeOperation?.proofOf === held.claim.id && s.status.activeOperation.attempt > 1), 'no proof reading was refused and run again');
+  t.equal(proven.status?.applied?.targetIdentityDigest, held.claim.targetIdentityDigest, 'the Apply is proven converged on its own database (attributed)');
+  // Then the schema goes on with the database the spec now names.
+  await waitFor(async () => {
+    const jobs = [...w.jobsSeen.values()].filter((j) => j.metadata?.labels?.['operator.ptah.run/schema'] === NAME &&
+      j.spec?.template.spec?.containers[0]?.env?.some((e) => e.name === 'PTAH_DB_URL' && e.valueFrom?.secretKeyRef?.name === 'other-db'));
+    return jobs.length > 0 ? true : undefined;
+  }, { what: 'a reading of the database the spec now names', timeoutMs: WAIT_MS });
+  const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
+  t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the first database applied the plan once');
+});

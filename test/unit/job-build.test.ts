@@ -393,3 +393,19 @@ t.test('rebuildClaimJob rebuilds from the owner, its claim and the plan it names
   t.throws(() => rebuildClaimJob({ owner: schemaOwner(history), claim: history.claim, manager: MANAGER }), { message: /names the realm/ }, 'a claim with no realm and none given');
   t.ok(rebuildClaimJob({ owner: schemaOwner(history), claim: history.claim, manager: MANAGER, coordinationDigest: d('realm') }), 'the caller supplies the realm of a claim that records none');
 });
+
+t.test('a schema proof reading connects to the database its Apply ran against, not to the live spec', async (t) => {
+  const input = inputFor(schemaPlan);
+  const proofClaim = { ...input.claim, proofOf: d('apply') };
+  const ran = { target: { urlFrom: { name: 'db-at-apply', key: 'url' } }, dev: { urlFrom: { name: 'dev-at-apply', key: 'url' } } };
+  const owner = ownerObjectFor(input);
+  const edited = { ...owner, status: { ...owner.status, pendingObservation: { applyOperationID: d('apply'), ...ran } } };
+  const secretOf = (job: V1Job, name: string) => job.spec!.template.spec!.containers[0]!.env!.find((e) => e.name === name)?.valueFrom?.secretKeyRef?.name;
+  const proof = rebuildClaimJob({ owner: edited, claim: proofClaim, manager: MANAGER });
+  t.equal(secretOf(proof, 'PTAH_DB_URL'), 'db-at-apply', 'the target the pending observation recorded');
+  t.equal(secretOf(proof, 'PTAH_DEV_URL'), 'dev-at-apply', 'and its scratch database');
+  const ordinary = rebuildClaimJob({ owner: edited, claim: input.claim, manager: MANAGER });
+  t.equal(secretOf(ordinary, 'PTAH_DB_URL'), input.target.urlFrom.name, 'an ordinary reading connects to the live spec\'s target');
+  t.throws(() => rebuildClaimJob({ owner, claim: proofClaim, manager: MANAGER }),
+    { name: 'JobBuildError', message: /proves Apply sha256:[0-9a-f]{64}, which the owner no longer owes a proof for/ }, 'a proof claim without its proof builds nothing');
+});

@@ -89,6 +89,8 @@ export interface ClaimedOperation {
   terminationGracePeriodSeconds?: number;
   planRef?: ObjectRef;
   artifact?: { configMapName: string; digest: string };
+  /** A schema proof reading: the Apply operation it proves. */
+  proofOf?: string;
 }
 
 /** spec.execution: the bounded controls a resource has over its operation Jobs. */

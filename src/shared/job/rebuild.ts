@@ -28,7 +28,11 @@ export interface ClaimOwnerObject {
     /** Defaulted by the API server; the builder fills in the same defaults when it is read without them. */
     policy?: PolicySpec;
   };
-  status?: { artifact?: { configMapName: string; digest: string } };
+  status?: {
+    artifact?: { configMapName: string; digest: string };
+    /** PtahSchema only: the proof an Apply owes, with the connection the Apply ran against. */
+    pendingObservation?: { applyOperationID: string; target: { urlFrom: SecretKeyRef }; dev?: { urlFrom: SecretKeyRef } };
+  };
 }
 
 interface PlanIdentity {
@@ -120,19 +124,34 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     throw new JobBuildError('InvalidBinding', `a plan is given for a ${family} ${claim.type}, which runs none`);
   }
 
+  const { target, dev } = connectionOf(owner, claim);
   return buildOperationJob({
     family,
     owner: { apiVersion: OWNER_API_VERSION, kind: owner.kind!, name, namespace, uid },
     claim,
     runnerOperation,
-    target: owner.spec.target,
-    ...(runnerOperation === 'plan' && owner.spec.dev ? { dev: owner.spec.dev } : {}),
+    target,
+    ...(runnerOperation === 'plan' && dev ? { dev } : {}),
     artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
     execution: owner.spec.execution ?? {},
     policy: owner.spec.policy ?? {},
     manager: { ...input.manager, ...recordedManager(input.liveJob) },
     bindings,
   });
+}
+
+/**
+ * The database a claim's Job connects to. A schema proof reading's is the one its Apply ran against, as the pending
+ * observation recorded it, not the live spec: a target edited while the proof is owed must not turn every proof
+ * reading into a reading of another database (the proof would never settle, holding the realm).
+ */
+function connectionOf(owner: ClaimOwnerObject, claim: ClaimedOperation): { target: { urlFrom: SecretKeyRef }; dev?: { urlFrom: SecretKeyRef } } {
+  if (claim.proofOf === undefined) return { target: owner.spec.target, ...(owner.spec.dev ? { dev: owner.spec.dev } : {}) };
+  const pending = owner.status?.pendingObservation;
+  if (pending?.applyOperationID !== claim.proofOf) {
+    throw new JobBuildError('InvalidBinding', `the claim proves Apply ${claim.proofOf}, which the owner no longer owes a proof for`);
+  }
+  return { target: pending.target, ...(pending.dev ? { dev: pending.dev } : {}) };
 }
 
 function checkPlanIdentity(plan: SchemaApplyPlan | MigrationApplyPlan, claim: ClaimedOperation, coordinationDigest: string): void {
