@@ -1,9 +1,11 @@
 // The manager's configuration: command-line flags and PTAH_* environment variables, validated against one
 // schema. Flags win over the environment; every setting has a flag and an env name, and an error names both so
 // a person can find the bad value wherever it came from.
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Ajv, type ErrorObject } from 'ajv';
 import { INSTALL, MANAGER_USERNAME } from './shared/api/names.js';
+import { ownExecutorIdentity } from './shared/executor-identity.js';
 
 export interface Config {
   listenHost: string;
@@ -38,24 +40,67 @@ interface Setting {
   flag: string;
   env: string;
   type: 'string' | 'boolean';
+  /** What it sets, for --help; the default is DEFAULTS', or `unset` when there is none. */
+  meaning: string;
+  unset?: string;
 }
 
 const SETTINGS: readonly Setting[] = [
-  { key: 'listenHost', flag: 'listen-host', env: 'PTAH_LISTEN_HOST', type: 'string' },
-  { key: 'port', flag: 'port', env: 'PTAH_PORT', type: 'string' },
-  { key: 'certDir', flag: 'cert-dir', env: 'PTAH_CERT_DIR', type: 'string' },
-  { key: 'managerUsername', flag: 'manager-username', env: 'PTAH_MANAGER_USERNAME', type: 'string' },
-  { key: 'kubeconfig', flag: 'kubeconfig', env: 'PTAH_KUBECONFIG', type: 'string' },
-  { key: 'leaseNamespace', flag: 'lease-namespace', env: 'PTAH_LEASE_NAMESPACE', type: 'string' },
-  { key: 'watchNamespace', flag: 'watch-namespace', env: 'PTAH_WATCH_NAMESPACE', type: 'string' },
-  { key: 'leaderElection', flag: 'leader-election', env: 'PTAH_LEADER_ELECTION', type: 'string' },
-  { key: 'workers', flag: 'workers', env: 'PTAH_WORKERS', type: 'string' },
-  { key: 'controllerImage', flag: 'controller-image', env: 'PTAH_CONTROLLER_IMAGE', type: 'string' },
-  { key: 'runnerImage', flag: 'runner-image', env: 'PTAH_RUNNER_IMAGE', type: 'string' },
-  { key: 'revision', flag: 'revision', env: 'PTAH_REVISION', type: 'string' },
-  { key: 'logLevel', flag: 'log-level', env: 'PTAH_LOG_LEVEL', type: 'string' },
-  { key: 'readTimeoutMs', flag: 'read-timeout-ms', env: 'PTAH_READ_TIMEOUT_MS', type: 'string' },
+  { key: 'listenHost', flag: 'listen-host', env: 'PTAH_LISTEN_HOST', type: 'string', meaning: 'address the HTTPS service binds' },
+  { key: 'port', flag: 'port', env: 'PTAH_PORT', type: 'string', meaning: 'its port' },
+  {
+    key: 'certDir', flag: 'cert-dir', env: 'PTAH_CERT_DIR', type: 'string', unset: '(none)',
+    meaning: 'directory with tls.crt and tls.key, reloaded when they change; without it a development certificate is generated into certs/out/',
+  },
+  { key: 'managerUsername', flag: 'manager-username', env: 'PTAH_MANAGER_USERNAME', type: 'string', meaning: 'the identity whose writes the controller-write webhook judges and whose status writes are admitted' },
+  { key: 'kubeconfig', flag: 'kubeconfig', env: 'PTAH_KUBECONFIG', type: 'string', unset: 'in-cluster / KUBECONFIG', meaning: 'how to reach the API server' },
+  { key: 'leaseNamespace', flag: 'lease-namespace', env: 'PTAH_LEASE_NAMESPACE', type: 'string', meaning: 'where the leader-election Lease (and the Leases of realms named by a PtahRealm) live' },
+  { key: 'watchNamespace', flag: 'watch-namespace', env: 'PTAH_WATCH_NAMESPACE', type: 'string', unset: '(every namespace)', meaning: 'reconcile the resources of this namespace only' },
+  { key: 'leaderElection', flag: 'leader-election', env: 'PTAH_LEADER_ELECTION', type: 'string', meaning: 'without it (--no-leader-election) the replica serves admission only' },
+  { key: 'workers', flag: 'workers', env: 'PTAH_WORKERS', type: 'string', meaning: 'reconcile workers per controller (one key is never handled by two at once)' },
+  { key: 'controllerImage', flag: 'controller-image', env: 'PTAH_CONTROLLER_IMAGE', type: 'string', meaning: 'the manager image the operation Jobs record' },
+  { key: 'runnerImage', flag: 'runner-image', env: 'PTAH_RUNNER_IMAGE', type: 'string', meaning: 'the image the operation Jobs run; it must carry this release\'s executor (the runner refuses another)' },
+  { key: 'revision', flag: 'revision', env: 'PTAH_REVISION', type: 'string', meaning: 'the manager revision Jobs record' },
+  { key: 'logLevel', flag: 'log-level', env: 'PTAH_LOG_LEVEL', type: 'string', meaning: 'pino level; credentials are redacted at every level' },
+  { key: 'readTimeoutMs', flag: 'read-timeout-ms', env: 'PTAH_READ_TIMEOUT_MS', type: 'string', meaning: 'bound on each uncached read the webhooks make' },
 ];
+
+/** `--help` or `--version` given alone: what to print instead of starting. */
+export function informationRequest(argv: readonly string[]): 'help' | 'version' | undefined {
+  if (argv.length !== 1) return undefined;
+  if (argv[0] === '--help' || argv[0] === '-h') return 'help';
+  if (argv[0] === '--version') return 'version';
+  return undefined;
+}
+
+/**
+ * The release as `--version` prints it: package.json's version (beside src/ in a checkout, beside dist/ in a build
+ * and in the image) and the executor identity its execution bindings bind.
+ */
+export function versionText(): string {
+  const packageJson = new URL(import.meta.url.endsWith('.ts') ? '../package.json' : '../../package.json', import.meta.url);
+  let version = 'unknown (no package.json beside the build)';
+  try {
+    version = (JSON.parse(readFileSync(packageJson, 'utf8')) as { version?: string }).version ?? version;
+  } catch {
+    // A build copied without its package.json still says which executor it carries.
+  }
+  return `ptah-manager ${version}\nexecutor ${ownExecutorIdentity()}\n`;
+}
+
+/** Every flag with its variable, default and meaning (a flag wins over its variable). */
+export function helpText(): string {
+  const lines = [
+    'usage: ptah-manager [flags]   (each flag may instead be given as its environment variable)',
+    '       ptah-manager --help | --version',
+    '',
+  ];
+  for (const s of SETTINGS) {
+    const value = (DEFAULTS as Partial<Record<keyof Config, unknown>>)[s.key];
+    lines.push(`  --${s.flag.padEnd(18)} ${s.env.padEnd(24)} default ${value === undefined ? s.unset ?? '(none)' : String(value)}`, `      ${s.meaning}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
 
 const DNS_LABEL = '[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?';
 const DNS_SUBDOMAIN = `${DNS_LABEL}(?:\\.${DNS_LABEL})*`;

@@ -2,7 +2,7 @@
 // replica that holds the manager Lease), and an orderly shutdown. Every decision lives in the modules it wires.
 import closeWithGrace from 'close-with-grace';
 import { ensureDevCertificates } from '../certs/generate.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, helpText, informationRequest, loadConfig, versionText, type Config } from './config.js';
 import { startController, type ManagerHandle } from './controller/manager.js';
 import { registerMigrationController } from './controller/migration/register.js';
 import { registerSchemaController } from './controller/schema/register.js';
@@ -18,6 +18,11 @@ import { buildServer } from './webhook/server.js';
 const MANAGER_LEASE = 'ptah-operator.operator.ptah.run';
 
 async function main(): Promise<void> {
+  const asked = informationRequest(process.argv.slice(2));
+  if (asked) {
+    process.stdout.write(asked === 'help' ? helpText() : versionText());
+    return;
+  }
   let config: Config;
   try {
     config = loadConfig(process.argv.slice(2), process.env);

@@ -62,6 +62,15 @@ t.test('npm run build emits a build the manager, runner and executor start from 
   t.equal(manager.code, 2, 'the manager refuses an unknown flag with exit code 2');
   t.match(manager.stderr, /^ptah-manager: invalid command line: Unknown option '--no-such-flag'/m, 'and says which flag');
 
+  const help = await plainNode(join(outDir, 'src/main.js'), ['--help']);
+  t.equal(help.code, 0, `--help exits 0: ${help.stderr}`);
+  for (const flag of ['--listen-host', '--runner-image', '--read-timeout-ms', 'PTAH_RUNNER_IMAGE', 'default localhost/ptah-operator:dev']) t.match(help.stdout, flag, `--help names ${flag}`);
+  const version = await plainNode(join(outDir, 'src/main.js'), ['--version']);
+  t.equal(version.code, 0, `--version exits 0: ${version.stderr}`);
+  // This build sits in node_modules/.cache with no package.json beside it (the image has one: config.test.ts).
+  t.match(version.stdout, /^ptah-manager unknown \(no package\.json beside the build\)\n/, '--version says when it cannot name the release');
+  t.match(version.stdout, new RegExp(`\nexecutor ${recorded.identity}\n$`), '--version prints the executor identity its build recorded');
+
   const runner = await plainNode(join(outDir, 'src/runner/main.js'));
   t.equal(runner.code, 2, 'the runner without its arguments exits 2 (no frame could be written)');
   t.match(runner.stderr, /^ptah-runner: usage: --operation must be one of /m, 'and names the missing operation');

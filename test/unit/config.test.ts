@@ -1,5 +1,7 @@
 import t from 'tap';
-import { ConfigError, DEFAULTS, loadConfig } from '../../src/config.js';
+import { readFileSync } from 'node:fs';
+import { ConfigError, DEFAULTS, helpText, informationRequest, loadConfig, versionText } from '../../src/config.js';
+import { ownExecutorIdentity } from '../../src/shared/executor-identity.js';
 
 t.test('defaults give a startable configuration', async (t) => {
   const config = loadConfig([], {});
@@ -64,4 +66,22 @@ t.test('several bad settings are all named in one error', async (t) => {
     t.ok(e instanceof ConfigError);
     t.match((e as Error).message, /--port.*--workers|--workers.*--port/);
   }
+});
+
+t.test('--help and --version, alone, are answered instead of starting', async (t) => {
+  t.equal(informationRequest(['--help']), 'help');
+  t.equal(informationRequest(['-h']), 'help');
+  t.equal(informationRequest(['--version']), 'version');
+  t.equal(informationRequest(['--help', '--port', '1']), undefined, 'with other flags it is not a request: loadConfig refuses it');
+  t.throws(() => loadConfig(['--help', '--port', '1'], {}), ConfigError);
+  t.equal(informationRequest([]), undefined);
+  const help = helpText();
+  const flags = [...help.matchAll(/^  --([a-z-]+) +(PTAH_[A-Z_]+) +default (.*)$/gm)];
+  t.same(flags.map((m) => m[1]), ['listen-host', 'port', 'cert-dir', 'manager-username', 'kubeconfig', 'lease-namespace', 'watch-namespace', 'leader-election',
+    'workers', 'controller-image', 'runner-image', 'revision', 'log-level', 'read-timeout-ms'], 'every flag, in order');
+  for (const [, flag, env] of flags) t.doesNotThrow(() => loadConfig([], { [env!]: undefined }), `${flag} names its variable ${env}`);
+  t.match(help, `--port               PTAH_PORT                default ${DEFAULTS.port}`, 'with its default');
+  t.match(help, /--cert-dir +PTAH_CERT_DIR +default \(none\)/, 'and says when there is none');
+  const version = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version as string;
+  t.equal(versionText(), `ptah-manager ${version}\nexecutor ${ownExecutorIdentity()}\n`, '--version: the release and the executor identity');
 });
