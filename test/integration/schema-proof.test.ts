@@ -2,39 +2,54 @@
 // a real manager process. Seed: the proof "runs before suspension, before the generation gate and before the
 // realm census, so a schema owing proof cannot be overtaken by anything"; a suspended migration, by contrast, "does
 // not read at all".
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { V1Job, V1Lease } from '@kubernetes/client-node';
 import type { PendingObservation, PtahSchema } from '../../src/shared/api/schema-kinds.js';
 import { JOB_ANNOTATIONS } from '../../src/shared/job/metadata.js';
 import { leaseNameFor } from '../../src/shared/realm.js';
 import { waitFor } from '../../tools/stack/wait.js';
-import { crashWorld, schemaStatusWrite, within } from './crash-world.js';
-import { heldSchemaApply, NAME } from './running-applies.js';
+import { crashWorld, schemaStatusWrite, within, type CrashWorld } from './crash-world.js';
+import { heldSchemaApply, NAME, type HeldSchemaApply } from './running-applies.js';
 import { WAIT_MS } from './schema-world.js';
 
 const schemaJobs = (jobs: Iterable<V1Job>, operation: string) =>
   [...jobs].filter((j) => j.metadata?.labels?.['operator.ptah.run/operation'] === operation && j.metadata.labels['operator.ptah.run/schema'] === NAME);
 
-t.test('a schema suspended while it owes a proof still proves the Apply, hands the realm back, and then rests suspended', async (t) => {
-  const cw = await crashWorld(t, { schemas: true });
-  const { w } = cw;
+/** The schema as stored now. */
+const schemaNow = (w: CrashWorld['w']) => w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+/** The operation IDs the held Apply's database recorded, in order: the database's own account. */
+const appliesIn = async (w: CrashWorld['w'], held: HeldSchemaApply) =>
+  (await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq')).map((r) => r.operation_id);
+
+/**
+ * A schema Apply held running, then let finish with the manager killed at the write that records the proof it
+ * owes, and the manager's webhooks unregistered: the proof is owed and nothing reads it while a person acts.
+ */
+async function proofOwedWithNoManager(t: Test, cw: CrashWorld, key: string): Promise<HeldSchemaApply> {
   await cw.startManager();
-  const held = await heldSchemaApply(t, cw, 'suspended-proof');
-  // The manager is stopped the moment the Apply's account is written: the proof is owed, nothing reads it yet.
+  const held = await heldSchemaApply(t, cw, key);
   const owed = schemaStatusWrite('the write that records the proof owed', (s) => s.pendingObservation?.applyOperationID === held.claim.id && !s.activeOperation, NAME);
   const kill = cw.killOn(owed);
   await held.session.query('ROLLBACK');
   await within(kill, WAIT_MS, owed.what, () => cw.proxy.disarm());
-  // A person suspends the schema while no manager runs (the world's own admission service admits the edit).
+  // A person's write is then admitted by the world's own admission service alone.
   await cw.unregisterManagerWebhooks();
+  return held;
+}
+
+t.test('a schema suspended while it owes a proof still proves the Apply, hands the realm back, and then rests suspended', async (t) => {
+  const cw = await crashWorld(t, { schemas: true });
+  const { w } = cw;
+  const held = await proofOwedWithNoManager(t, cw, 'suspended-proof');
+  // A person suspends the schema while no manager runs.
   await waitFor(() => w.admin.patch(w.ref('PtahSchema', NAME), { spec: { suspend: true } }, 'merge'), { what: 'the suspension admitted', timeoutMs: 30_000 });
-  const atSuspension = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+  const atSuspension = await schemaNow(w);
   t.equal(atSuspension.status?.pendingObservation?.applyOperationID, held.claim.id, 'fixture: suspended with the proof owed');
   t.equal(atSuspension.status?.pendingObservation?.outcome, 'ApplySucceeded', 'fixture: the Apply reported success');
   await cw.startManager();
 
   const proven = await waitFor(async () => {
-    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    const s = await schemaNow(w);
     return s.status?.applied?.operationID === held.claim.id && !s.status.pendingObservation && !s.status.activeOperation && !s.status.pendingLockRelease ? s : undefined;
   }, { what: 'the suspended schema\'s Apply proven and the realm handed back', timeoutMs: WAIT_MS });
   t.equal(proven.spec.suspend, true, 'fixture: the schema is still suspended');
@@ -49,13 +64,12 @@ t.test('a schema suspended while it owes a proof still proves the Apply, hands t
   t.notOk(lease?.spec?.holderIdentity, 'the realm is not held once the proof is settled');
 
   const resting = await waitFor(async () => {
-    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    const s = await schemaNow(w);
     return s.status?.phase === 'Suspended' ? s : undefined;
   }, { what: 'the schema to rest Suspended', timeoutMs: WAIT_MS });
   t.notOk(resting.status?.activeOperation, 'nothing else is claimed while suspended');
   t.same(schemaJobs(w.jobsSeen.values(), 'apply').map((j) => j.metadata?.uid), [held.claim.jobUID], 'one Apply Job');
-  const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
-  t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the database applied the plan once');
+  t.same(await appliesIn(w, held), [held.claim.id], 'the database applied the plan once');
 });
 
 t.test('an Apply with more Pods than the record keeps: recorded once as unknown, never rewritten in a loop, and still proven', async (t) => {
@@ -75,7 +89,7 @@ t.test('an Apply with more Pods than the record keeps: recorded once as unknown,
   }
   await held.session.query('ROLLBACK');
   const proven = await waitFor(async () => {
-    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    const s = await schemaNow(w);
     return !s.status?.pendingObservation && !s.status?.activeOperation && !s.status?.pendingLockRelease ? s : undefined;
   }, { what: 'the proof settled', timeoutMs: WAIT_MS });
   const records = held.states.map((s) => s.status?.pendingObservation).filter((p): p is PendingObservation => p?.applyOperationID === held.claim.id);
@@ -85,30 +99,22 @@ t.test('an Apply with more Pods than the record keeps: recorded once as unknown,
   t.equal(records.at(-1)?.applyPodUIDs?.length, 8, 'and keeps eight UIDs');
   // Before the kept UIDs were compared, every pass rewrote the record and ended at once: the proof never started.
   t.ok(proven, 'the proof ran to its end');
-  const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
-  t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the database applied the plan once');
+  t.same(await appliesIn(w, held), [held.claim.id], 'the database applied the plan once');
 });
 
 t.test('a target edited while a proof is owed: the proof reads the database the Apply ran against, settles, and only then the new target is read', async (t) => {
   const cw = await crashWorld(t, { schemas: true });
   const { w } = cw;
-  await cw.startManager();
-  const held = await heldSchemaApply(t, cw, 'edited-target');
-  const applied = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
-  const ranAgainst = applied.spec.target.urlFrom.name;
-  const owed = schemaStatusWrite('the write that records the proof owed', (s) => s.pendingObservation?.applyOperationID === held.claim.id && !s.activeOperation, NAME);
-  const kill = cw.killOn(owed);
-  await held.session.query('ROLLBACK');
-  await within(kill, WAIT_MS, owed.what, () => cw.proxy.disarm());
+  const held = await proofOwedWithNoManager(t, cw, 'edited-target');
+  const ranAgainst = (await schemaNow(w)).spec.target.urlFrom.name;
   // While no manager runs, a person points the schema at another database (its own Secret).
-  await cw.unregisterManagerWebhooks();
   const other = await w.database('edited-target-other');
   await w.admin.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'other-db', namespace: w.ns }, stringData: { url: other.url } });
   await waitFor(() => w.admin.patch(w.ref('PtahSchema', NAME), { spec: { target: { urlFrom: { name: 'other-db', key: 'url' } } } }, 'merge'), { what: 'the target edit admitted', timeoutMs: 30_000 });
   await cw.startManager();
 
   const proven = await waitFor(async () => {
-    const s = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+    const s = await schemaNow(w);
     return s.status?.applied?.operationID === held.claim.id && !s.status.pendingObservation ? s : undefined;
   }, { what: 'the proof settled against the database the Apply ran against', timeoutMs: WAIT_MS });
   t.equal(proven.spec.target.urlFrom.name, 'other-db', 'fixture: the spec names the other database');
@@ -124,6 +130,5 @@ t.test('a target edited while a proof is owed: the proof reads the database the 
       j.spec?.template.spec?.containers[0]?.env?.some((e) => e.name === 'PTAH_DB_URL' && e.valueFrom?.secretKeyRef?.name === 'other-db'));
     return jobs.length > 0 ? true : undefined;
   }, { what: 'a reading of the database the spec now names', timeoutMs: WAIT_MS });
-  const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
-  t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the first database applied the plan once');
+  t.same(await appliesIn(w, held), [held.claim.id], 'the first database applied the plan once');
 });
