@@ -65,9 +65,11 @@ t.test('a release that changes only the manager, under a new image reference, ad
   t.equal(before.alpha.runnerImage, RUNNER_IMAGE, 'fixture: and records the first runner image');
 
   // The upgrade, as a Deployment's rollout does it: the old manager is told to stop, the new release starts.
+  const stoppingAt = Date.now();
   await cw.stopManager();
   const next = await cw.startManager(undefined, MANAGER_ONLY);
   const ledAt = await next.waitForLog(LEADING, 60_000);
+  t.comment(`the old release took ${ledAt - stoppingAt} ms from its SIGTERM to the new release leading`);
 
   const recorded = await w.waitFor('alpha', 'the new release recorded in the binding', (m) => (m.status?.executionBinding?.controllerRevision === MANAGER_ONLY.revision ? m : undefined));
   t.equal(recorded.status?.executionBinding?.epoch, before.alpha.epoch, 'alpha: the epoch is kept');
@@ -101,6 +103,8 @@ t.test('a release that changes only the manager, under a new image reference, ad
   t.equal(waitingJobs[0]?.metadata?.annotations?.[JOB_ANNOTATIONS.planUid], planned.status?.plan?.uid, 'waiting: running the plan published before the upgrade');
   t.same((await w.history(waitingDb)).map((h) => h.version), VERSIONS, 'waiting: each version once');
 
+  t.comment(`after the new release led: alpha Applied ${Date.parse(String((await w.get('alpha')).status?.lastRun?.finishedAt)) - ledAt} ms later, ` +
+    `catalog proven ${Date.parse(String(synced.status?.applied?.completedAt)) - ledAt} ms later, waiting Applied ${Date.parse(String(applied.status?.lastRun?.finishedAt)) - ledAt} ms later`);
   for (const uid of [recorded.metadata.uid, planned.metadata.uid, synced.metadata.uid]) {
     t.same(await eventsAbout(w, uid!, 'ExecutionBindingChanged'), [], 'no binding changed');
   }
