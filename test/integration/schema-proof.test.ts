@@ -3,17 +3,15 @@
 // realm census, so a schema owing proof cannot be overtaken by anything"; a suspended migration, by contrast, "does
 // not read at all".
 import t, { type Test } from 'tap';
-import type { V1Job, V1Lease } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import type { PendingObservation, PtahSchema } from '../../src/shared/api/schema-kinds.js';
 import { JOB_ANNOTATIONS } from '../../src/shared/job/metadata.js';
 import { leaseNameFor } from '../../src/shared/realm.js';
 import { waitFor } from '../../tools/stack/wait.js';
 import { crashWorld, schemaStatusWrite, within, type CrashWorld } from './crash-world.js';
 import { heldSchemaApply, NAME, type HeldSchemaApply } from './running-applies.js';
-import { WAIT_MS } from './schema-world.js';
+import { schemaJobsOf, WAIT_MS } from './schema-world.js';
 
-const schemaJobs = (jobs: Iterable<V1Job>, operation: string) =>
-  [...jobs].filter((j) => j.metadata?.labels?.['operator.ptah.run/operation'] === operation && j.metadata.labels['operator.ptah.run/schema'] === NAME);
 
 /** The schema as stored now. */
 const schemaNow = (w: CrashWorld['w']) => w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
@@ -57,7 +55,7 @@ t.test('a schema suspended while it owes a proof still proves the Apply, hands t
   t.ok(proofs.length > 0, 'the Apply left its proof owed');
   t.same(proofs[0]?.applyPodUIDs, held.pods, 'the write that recorded the proof already names the Apply\'s Pod');
   t.equal(proofs[0]?.applyPodCount, 1, 'and counts it');
-  const readings = [...schemaJobs(w.jobsSeen.values(), 'observe'), ...schemaJobs(w.jobsSeen.values(), 'plan')]
+  const readings = [...schemaJobsOf(w, 'observe', NAME), ...schemaJobsOf(w, 'plan', NAME)]
     .filter((j) => held.states.some((s) => s.status?.activeOperation?.proofOf === held.claim.id && s.status.activeOperation.jobName === j.metadata?.name));
   t.ok(readings.length > 0, `the proof's reading ran while suspended (${readings.map((j) => j.metadata?.name).join(', ')})`);
   const lease = await w.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: w.ns, name: leaseNameFor(held.claim.coordinationDigest!) });
@@ -68,7 +66,7 @@ t.test('a schema suspended while it owes a proof still proves the Apply, hands t
     return s.status?.phase === 'Suspended' ? s : undefined;
   }, { what: 'the schema to rest Suspended', timeoutMs: WAIT_MS });
   t.notOk(resting.status?.activeOperation, 'nothing else is claimed while suspended');
-  t.same(schemaJobs(w.jobsSeen.values(), 'apply').map((j) => j.metadata?.uid), [held.claim.jobUID], 'one Apply Job');
+  t.same(schemaJobsOf(w, 'apply', NAME).map((j) => j.metadata?.uid), [held.claim.jobUID], 'one Apply Job');
   t.same(await appliesIn(w, held), [held.claim.id], 'the database applied the plan once');
 });
 

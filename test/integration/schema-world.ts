@@ -76,7 +76,7 @@ export interface SchemaWorld {
 }
 
 /** Job operation label values of the Jobs a world saw for `schema`, oldest first. */
-export function schemaJobsOf(world: SchemaWorld, operation: 'observe' | 'plan' | 'apply', schema?: string): V1Job[] {
+export function schemaJobsOf(world: Pick<SchemaWorld, 'jobsSeen'>, operation: 'observe' | 'plan' | 'apply', schema?: string): V1Job[] {
   return [...world.jobsSeen.values()].filter((job) => job.metadata?.labels?.['operator.ptah.run/operation'] === operation &&
     (schema === undefined || job.metadata?.labels?.['operator.ptah.run/schema'] === schema));
 }

@@ -19,8 +19,8 @@ import { waitFor } from '../../tools/stack/wait.js';
 import { LEADING } from '../harness/manager-process.js';
 import { crashWorld, outcomeOf, podsOf, schemaStatusWrite, sleepingApply, within, type CrashWorld, type ManagerRelease } from './crash-world.js';
 import { eventsAbout, jobsOf, MANAGER } from './migration-world.js';
-import { applyClaim, heldSchemaApply, migrationAdoption, NAME } from './running-applies.js';
-import { WAIT_MS } from './schema-world.js';
+import { heldSchemaApply, migrationAdoption, NAME } from './running-applies.js';
+import { schemaJobsOf, WAIT_MS } from './schema-world.js';
 import { slowFiles, VERSIONS } from './slow-apply.js';
 
 /** The next release: another manager build (one line of src/controller/ changed), its runner under another reference. */
@@ -35,8 +35,6 @@ const NEW_EXECUTOR: ManagerRelease = {
 const approvalNamed = (cw: CrashWorld, name: string) =>
   cw.w.admin.get<PtahMigrationApproval>({ apiVersion: 'operator.ptah.run/v1alpha1', kind: KINDS.PtahMigrationApproval.kind, namespace: cw.w.ns, name });
 const conditionOf = (a: PtahMigrationApproval, type: string) => a.status?.conditions?.find((c) => c.type === type);
-const schemaApplyJobs = (cw: CrashWorld) =>
-  [...cw.w.jobsSeen.values()].filter((j) => j.metadata?.labels?.['operator.ptah.run/operation'] === 'apply' && j.metadata.labels['operator.ptah.run/schema'] === NAME);
 const recordedRevision = (job: V1Job) => job.spec?.template.metadata?.annotations?.[JOB_ANNOTATIONS.controllerRevision];
 
 t.test('a release that changes only the manager, under a new image reference, adopts every Apply in flight and keeps every plan and approval', async (t) => {
@@ -84,7 +82,7 @@ t.test('a release that changes only the manager, under a new image reference, ad
     return s.status?.phase === 'InSync' && s.status.applied?.operationID === held.claim.id && !s.status.pendingObservation ? s : undefined;
   }, { what: 'catalog InSync, its Apply proven', timeoutMs: WAIT_MS });
   t.equal(synced.status?.executionBinding?.epoch, before.catalog.epoch, 'catalog: the epoch is kept');
-  t.same(schemaApplyJobs(cw).map((j) => j.metadata?.uid), [held.claim.jobUID], 'catalog: no other Apply Job was ever created');
+  t.same(schemaJobsOf(w, 'apply', NAME).map((j) => j.metadata?.uid), [held.claim.jobUID], 'catalog: no other Apply Job was ever created');
   t.same(await podsOf(cw, held.claim.jobName), held.pods, 'catalog: the same Pods');
   const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
   t.same(applies.map((r) => r.operation_id), [held.claim.id], 'catalog: the database applied the plan once');
@@ -140,7 +138,7 @@ t.test('a release that changes only the manager adopts a PtahSchema proof in pro
   t.equal(recordedRevision(sameClaim[0]!), MANAGER.controllerRevision, 'and it is the old release\'s Job');
   t.same(held.states.filter((s) => s.status?.pendingObservation).map((s) => s.status!.pendingObservation!.leaseEpoch).filter((e, i, all) => all.indexOf(e) === i), [held.epoch],
     'the proof held the Apply\'s Lease epoch throughout');
-  t.same(schemaApplyJobs(cw).map((j) => j.metadata?.uid), [held.claim.jobUID], 'one Apply Job');
+  t.same(schemaJobsOf(w, 'apply', NAME).map((j) => j.metadata?.uid), [held.claim.jobUID], 'one Apply Job');
   const applies = await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq');
   t.same(applies.map((r) => r.operation_id), [held.claim.id], 'the database applied the plan once');
   t.same(await eventsAbout(w, synced.metadata.uid!, 'ExecutionBindingChanged'), [], 'no binding changed');
