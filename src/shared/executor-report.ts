@@ -76,6 +76,11 @@ export interface SchemaPlanDocument {
    * the target reads exactly so before it commits; the executor refuses a plan without it.
    */
   desiredStateFingerprint: string;
+  /**
+   * Digest of the catalog's own facts about the desired schema as built, read independently of the executor's
+   * model: Apply checks the target's facts match too before it commits.
+   */
+  desiredCatalogDigest: string;
   /** The plan grants, revokes or changes row-level security: it always needs an approval, whatever the policy says. */
   privilegeChanging: boolean;
   /** Which statements change privileges, by index, in order. */

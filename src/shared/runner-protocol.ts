@@ -310,7 +310,7 @@ export function observeContentProblem(content: ObserveContent, complete: boolean
 
 const PLAN_DOCUMENT_KEYS = [
   'formatVersion', 'engine', 'statements', 'statementCount', 'destructive', 'destructiveStatements', 'actualStateFingerprint', 'desiredSchemaDigest',
-  'desiredStateFingerprint', 'privilegeChanging', 'privilegeStatements', 'lockingStatements', 'transactional',
+  'desiredStateFingerprint', 'desiredCatalogDigest', 'privilegeChanging', 'privilegeStatements', 'lockingStatements', 'transactional',
 ] as const;
 
 /** Statement indexes: counts naming a statement of the plan, strictly increasing. */
@@ -352,6 +352,7 @@ export function schemaPlanProblem(value: unknown): Problem {
     () => digestProblem(value.actualStateFingerprint, 'plan.actualStateFingerprint'),
     () => digestProblem(value.desiredSchemaDigest, 'plan.desiredSchemaDigest'),
     () => digestProblem(value.desiredStateFingerprint, 'plan.desiredStateFingerprint'),
+    () => digestProblem(value.desiredCatalogDigest, 'plan.desiredCatalogDigest'),
     () => (Array.isArray(value.privilegeStatements) ? statementIndexesProblem(value.privilegeStatements, (statements as unknown[]).length, 'plan.privilegeStatements') : 'plan.privilegeStatements is not a list'),
     () => (value.privilegeChanging === (value.privilegeStatements as unknown[]).length > 0 ? undefined : 'plan.privilegeChanging disagrees with plan.privilegeStatements'),
     () => classifiedStatementsProblem(value.lockingStatements, (statements as unknown[]).length, 'plan.lockingStatements'),

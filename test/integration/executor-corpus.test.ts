@@ -1,6 +1,6 @@
 // The corpus of realistic schemas (test/fixtures/schemas/<case>/NN-<label>.sql, with expect.json): each version in
 // turn is planned, applied and planned again against one target, which must then report no changes, and the
-// target must read, straight from the catalog, exactly as a database built from that version's file. Each plan's
+// target must read, straight from the catalog and through pg_dump, exactly as a database built from that version's file. Each plan's
 // classification (destructive reasons, privilege change, locking reasons, transactional) is what the case expects,
 // and a version the engine cannot model is refused with its kinds named, the target untouched.
 import t from 'tap';
@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { ApplyReport, PlanReport } from '../../src/shared/executor-report.js';
 import type { ClassifiedPlanDocument } from '../../src/executor/schema/commands.js';
 import { sharedPostgresUrl } from '../../tools/stack/postgres.js';
-import { COORDINATION_DIGEST, artifactDir, catalogFacts, jsonFile, operationId, queryOnce, roleDatabase, runExecutor } from './executor-helpers.js';
+import { COORDINATION_DIGEST, artifactDir, catalogFacts, jsonFile, operationId, queryOnce, roleDatabase, runExecutor, schemaDump } from './executor-helpers.js';
 
 const CORPUS = fileURLToPath(new URL('../fixtures/schemas', import.meta.url));
 
@@ -84,6 +84,7 @@ for (const name of cases) {
       witnessUrl.pathname = `/${witness}`;
       await queryOnce(witnessUrl.toString(), sql);
       t.same(await catalogFacts(db.url), await catalogFacts(witnessUrl.toString()), `${file}: the target's catalog equals a database built from the file`);
+      t.same(await schemaDump(db.url), await schemaDump(witnessUrl.toString()), `${file}: pg_dump prints the target as it prints a database built from the file`);
     }
   });
 }

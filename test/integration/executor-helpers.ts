@@ -199,3 +199,27 @@ export async function catalogFacts(url: string): Promise<string[]> {
     await client.end();
   }
 }
+
+/**
+ * `pg_dump --schema-only` of the managed schemas, as a sorted multiset of lines: a witness that shares nothing with
+ * the executor. Comments, session settings and blank lines go; so does the order of lines (a column added later is
+ * printed last, and the engine never reorders columns) with the comma that order puts at a line's end, and pg_dump's
+ * own meta-commands. Owners are left out (--no-owner): the executor never changes them.
+ */
+export async function schemaDump(url: string): Promise<string[]> {
+  const { stdout, code, stderr } = await new Promise<{ stdout: string; stderr: string; code: number | null }>((resolve, reject) => {
+    const child = spawn('pg_dump', ['--schema-only', '--no-owner', '--exclude-schema=ptah_migrations', `--dbname=${url}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+    child.stderr.on('data', (chunk: Buffer) => { err += chunk.toString(); });
+    child.on('error', reject);
+    child.on('close', (exit) => resolve({ stdout: out, stderr: err, code: exit }));
+  });
+  if (code !== 0) throw new Error(`pg_dump exited ${code}: ${stderr}`);
+  return stdout.split('\n')
+    // pg_dump's own psql meta-commands (\restrict carries a random key per run) are not the schema.
+    .filter((line) => line.trim() !== '' && !line.startsWith('--') && !line.startsWith('\\') && !/^SET |^SELECT pg_catalog\.set_config/.test(line))
+    .map((line) => line.replace(/,$/, ''))
+    .sort();
+}

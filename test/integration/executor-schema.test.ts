@@ -296,3 +296,51 @@ t.test('a plan that grants, revokes or changes a policy says so, whatever else i
   t.equal(rls.privilegeChanging, true);
   t.same(rls.privilegeStatements.map((i) => rls.statements[i]), ['ALTER TABLE "public"."t" ENABLE ROW LEVEL SECURITY']);
 });
+
+// The catalog witness (src/executor/schema/catalog.ts): what the model cannot see is never reported converged.
+const PARTITIONED = `
+CREATE TABLE public.events (id bigint, at date, PRIMARY KEY (id, at)) PARTITION BY RANGE (at);
+CREATE TABLE public.events_2026 PARTITION OF public.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+`;
+
+t.test('a difference only the catalog shows: no plan says NoChanges, observe reports drift, and nothing is touched', async (t) => {
+  const db = await roleDatabase(t, 'exec_unmodelled');
+  const dir = schemaDir(t, PARTITIONED);
+  await db.query(PARTITIONED);
+  const converged = await planFor(db.url, dir);
+  t.equal(converged.outcome, 'NoChanges', 'fixture: built from the desired schema, the target converges');
+  t.equal((await runExecutor<ObserveReport>('observe', { dbUrl: db.url, artifactDir: dir })).drift, false, 'fixture: and has no drift');
+  // The partition's key index under another name: the model keeps a partition's key with its parent's key.
+  await db.query('ALTER INDEX public.events_2026_pkey RENAME TO events_2026_renamed');
+  const before = await db.query("SELECT relname FROM pg_class WHERE relname LIKE 'events%' ORDER BY 1");
+
+  const planned = await planFor(db.url, dir);
+  t.equal(planned.outcome, undefined, 'no outcome: neither NoChanges nor a plan');
+  t.equal(planned.error?.code, 'unmodelled_difference');
+  t.match(planned.error?.message, /events_2026_renamed/, 'the message shows the fact only the target holds');
+  t.match(planned.error?.message, /events_2026_pkey/, 'and the one only the desired schema holds');
+  const observed = await runExecutor<ObserveReport>('observe', { dbUrl: db.url, artifactDir: dir });
+  t.equal(observed.drift, true, 'observe reports drift');
+  t.same(observed.findings?.map((f) => f.category), ['unmodelled_difference'], 'as a difference the model does not see');
+  // Every fact naming the index differs (the index, its columns, the key that uses it): as many as the plan counted.
+  const counted = [...(planned.error?.message ?? '').matchAll(/(\d+) fact\(s\)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+  t.ok(counted >= 2, `the plan counted ${counted} differing facts`);
+  t.equal(observed.findings?.[0]?.count, counted, 'observe counts the same facts');
+  t.same(await db.query("SELECT relname FROM pg_class WHERE relname LIKE 'events%' ORDER BY 1"), before, 'nothing was changed');
+});
+
+t.test('an Apply whose result the catalog does not read as promised is rolled back', async (t) => {
+  const db = await roleDatabase(t, 'exec_catalog_apply');
+  const planned = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.t (id integer PRIMARY KEY);'));
+  const plan = planned.plan as ClassifiedPlanDocument;
+  t.ok(plan, 'fixture: a plan');
+  // The plan promises another catalog than its statements make: the model still reads as promised.
+  const other = (await planFor(db.url, schemaDir(t, 'CREATE TABLE public.t (id integer PRIMARY KEY); COMMENT ON TABLE public.t IS $$x$$;'))).plan as ClassifiedPlanDocument;
+  t.not(other.desiredCatalogDigest, plan.desiredCatalogDigest, 'fixture: the two desired schemas differ in the catalog');
+  const applied = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, { ...plan, desiredCatalogDigest: other.desiredCatalogDigest }, operationId('catalog')));
+  t.equal(applied.outcome, 'failed');
+  t.equal(applied.error?.code, 'convergence_failed');
+  t.same(await db.query("SELECT 1 FROM pg_class WHERE relname = 't'"), [], 'the transaction was rolled back');
+  const honest = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, plan, operationId('honest')));
+  t.equal(honest.outcome, 'applied', 'the plan as written applies');
+});

@@ -18,13 +18,14 @@ const unique = (name: string, columns: string): Constraint => ({ name, kind: 'un
 const fk = (name: string, column: string, table: string, target: string): Constraint =>
   ({ name, kind: 'foreign_key', definition: `FOREIGN KEY (${column}) REFERENCES ${table.replace(/"/g, '')}(${target})`, references: table });
 const table = (schema: string, name: string, columns: Column[], constraints: Constraint[] = []): Table =>
-  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [], rowSecurity: false, forceRowSecurity: false, partitionBy: null, partitionOf: null });
-const view = (name: string, definition: string, dependsOn: string[]): View => ({ key: `"public"."${name}"`, schema: 'public', name, materialized: false, definition, indexes: [], dependsOn });
+  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [], rowSecurity: false, forceRowSecurity: false, partitionBy: null, partitionOf: null, partitionIndexes: [] });
+const view = (name: string, definition: string, dependsOn: string[]): View => ({ key: `"public"."${name}"`, schema: 'public', name, materialized: false, populated: true, definition, indexes: [], dependsOn });
 const sequence = (name: string, ownedBy: Sequence['ownedBy'] = null): Sequence =>
   ({ key: `"public"."${name}"`, schema: 'public', name, type: 'integer', options: seqOptions, ownedBy });
 const model = (parts: Partial<SchemaModel>): SchemaModel => ({ ...emptyModel(), schemas: ['public'], ...parts });
 
 const sqlOf = (plan: PlannedStatement[]) => plan.map((s) => s.sql);
+const DIGESTS = { actualStateFingerprint: 'sha256:' + '1'.repeat(64), desiredSchemaDigest: 'sha256:' + '2'.repeat(64), desiredStateFingerprint: 'sha256:' + '3'.repeat(64), desiredCatalogDigest: 'sha256:' + '4'.repeat(64) };
 /** Index of the first statement matching `pattern`; fails the test when none does. */
 function at(t: Test, plan: PlannedStatement[], pattern: RegExp): number {
   const i = plan.findIndex((s) => pattern.test(s.sql));
@@ -118,13 +119,18 @@ t.test('sequences: created before the defaults that call them, owned after their
 });
 
 t.test('identity columns: NOT NULL before ADD IDENTITY, DROP IDENTITY before DROP NOT NULL', async (t) => {
-  const identity = { generation: 'always' as const, options: seqOptions };
+  const identity = { generation: 'always' as const, sequence: '"public"."t_ids"', options: seqOptions };
   const plain = model({ tables: [table('public', 't', [col('id')])] });
   const withIdentity = model({ tables: [table('public', 't', [col('id', 'integer', { notNull: true, identity })])] });
   t.same(sqlOf(planStatements(plain, withIdentity)), [
     'ALTER TABLE "public"."t" ALTER COLUMN "id" SET NOT NULL',
-    'ALTER TABLE "public"."t" ALTER COLUMN "id" ADD GENERATED ALWAYS AS IDENTITY (START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 2147483647 CACHE 1 NO CYCLE)',
+    'ALTER TABLE "public"."t" ALTER COLUMN "id" ADD GENERATED ALWAYS AS IDENTITY (SEQUENCE NAME "public"."t_ids" START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 2147483647 CACHE 1 NO CYCLE)',
   ]);
+  const renamed = model({ tables: [table('public', 't', [col('id', 'integer', { notNull: true, identity: { ...identity, sequence: '"app"."t ""ids"""' } })])] });
+  t.same(sqlOf(planStatements(withIdentity, renamed)), [
+    'ALTER SEQUENCE "public"."t_ids" SET SCHEMA "app"',
+    'ALTER SEQUENCE "app"."t_ids" RENAME TO "t ""ids"""',
+  ], 'a renamed identity sequence is moved and renamed in place, its column kept');
   t.same(sqlOf(planStatements(withIdentity, plain)), [
     'ALTER TABLE "public"."t" ALTER COLUMN "id" DROP IDENTITY',
     'ALTER TABLE "public"."t" ALTER COLUMN "id" DROP NOT NULL',
@@ -152,7 +158,7 @@ t.test('the plan document is checked before anything else happens', async (t) =>
   const good = {
     formatVersion: 1, engine: 'postgresql', statements: ['CREATE TABLE "public"."t" ()'], statementCount: 1, destructive: false,
     destructiveStatements: [], privilegeChanging: false, privilegeStatements: [], lockingStatements: [], transactional: true,
-    actualStateFingerprint: digest, desiredSchemaDigest: digest, desiredStateFingerprint: digest,
+    actualStateFingerprint: digest, desiredSchemaDigest: digest, desiredStateFingerprint: digest, desiredCatalogDigest: digest,
   };
   const read = (doc: unknown) => {
     const path = join(dir, 'plan.json');
@@ -173,6 +179,7 @@ t.test('the plan document is checked before anything else happens', async (t) =>
     ['fingerprint', { ...good, actualStateFingerprint: 'abc' }],
     ['schema digest', { ...good, desiredSchemaDigest: undefined }],
     ['no convergence fingerprint', { ...good, desiredStateFingerprint: undefined }],
+    ['no catalog digest', { ...good, desiredCatalogDigest: undefined }],
     ['privilege flag without statements', { ...good, privilegeChanging: true }],
     ['privilege statements without the flag', { ...good, privilegeStatements: [0] }],
     ['privilege statement out of range', { ...good, privilegeChanging: true, privilegeStatements: [1] }],
@@ -207,7 +214,7 @@ t.test('realm lock keys are stable signed 64-bit integers, distinct per realm', 
 // row-level security and policies, comments, grants, materialized views and partitions. Each case checks the
 // order PostgreSQL needs and the classification a person approves by (destructive, privilege, locking).
 const ptable = (name: string, columns: Column[], extra: Partial<Table> = {}): Table => ({ ...table('public', name, columns), ...extra });
-const index = (name: string, on: string, extra = ''): Index => ({ name, definition: `CREATE INDEX ${name} ON public.${on} USING btree (a)${extra}`, unique: false });
+const index = (name: string, on: string, extra = ''): Index => ({ name, definition: `CREATE INDEX ${name} ON public.${on} USING btree (a)${extra}`, unique: false, statistics: [] });
 const pview = (name: string, dependsOn: string[], extra: Partial<View> = {}): View => ({ ...view(name, ' SELECT 1 AS a', dependsOn), ...extra });
 const routine = (name: string, body = 'SELECT 1', result = 'integer', args = ''): Routine => ({
   key: `public.${name}(${args})`, kind: 'function', header: `f ${result} (${args})`,
@@ -342,7 +349,7 @@ t.test('comments are set last, set again on a recreated object, and removed only
 });
 
 t.test('partitions: parents first, the parent index reaches every partition, a changed bound remakes the partition', async (t) => {
-  const parent = ptable('events', [col('a')], { partitionBy: 'RANGE (a)', indexes: [{ name: 'events_a', definition: 'CREATE INDEX events_a ON ONLY public.events USING btree (a)', unique: false }] });
+  const parent = ptable('events', [col('a')], { partitionBy: 'RANGE (a)', indexes: [{ name: 'events_a', definition: 'CREATE INDEX events_a ON ONLY public.events USING btree (a)', unique: false, statistics: [] }] });
   const part = (bound: string) => ptable('events_1', [col('a')], { partitionOf: { parent: parent.key, bound } });
   const plan = planStatements(model({}), model({ tables: [part('FOR VALUES FROM (1) TO (10)'), parent] }));
   t.same(sqlOf(plan), [
@@ -359,11 +366,49 @@ t.test('partitions: parents first, the parent index reaches every partition, a c
     .map((s) => s.sql), ['ALTER TABLE "public"."events" ADD COLUMN "b" integer'], 'a partition takes its columns from its parent');
 });
 
+t.test('a partition\'s own index names: made first under their name when the parent\'s index is built, renamed in place otherwise', async (t) => {
+  const parentIndex = { name: 'events_a', definition: 'CREATE INDEX events_a ON ONLY public.events USING btree (a)', unique: false, statistics: [] };
+  const parent = ptable('events', [col('a')], { partitionBy: 'RANGE (a)', indexes: [parentIndex] });
+  const own = (name: string) => ({ name, parent: '"public"."events_a"', definition: `CREATE INDEX ${name} ON public.events_1 USING btree (a)` });
+  const part = (name: string) => ptable('events_1', [col('a')], { partitionOf: { parent: parent.key, bound: 'DEFAULT' }, partitionIndexes: [own(name)] });
+  t.same(sqlOf(planStatements(model({}), model({ tables: [parent, part('events_1_mine')] }))).slice(2), [
+    'CREATE INDEX events_1_mine ON public.events_1 USING btree (a)',
+    'CREATE INDEX events_a ON public.events USING btree (a)',
+  ], 'the partition\'s index exists before the parent\'s build, which attaches it');
+  t.same(sqlOf(planStatements(model({ tables: [parent, part('events_1_a_idx')] }), model({ tables: [parent, part('events_1_mine')] }))),
+    ['ALTER INDEX "public"."events_1_a_idx" RENAME TO "events_1_mine"']);
+  const second = { name: 'events_b', definition: 'CREATE INDEX events_b ON ONLY public.events USING btree (b)', unique: false, statistics: [] };
+  const two = ptable('events', [col('a'), col('b')], { partitionBy: 'RANGE (a)', indexes: [parentIndex, second] });
+  const swapped = (x: string, y: string) => ptable('events_1', [col('a'), col('b')], { partitionOf: { parent: parent.key, bound: 'DEFAULT' },
+    partitionIndexes: [{ ...own(x) }, { name: y, parent: '"public"."events_b"', definition: `CREATE INDEX ${y} ON public.events_1 USING btree (b)` }] });
+  t.same(sqlOf(planStatements(model({ tables: [two, swapped('p', 'q')] }), model({ tables: [two, swapped('q', 'p')] }))), [
+    'ALTER INDEX "public"."p" RENAME TO "ptah_renaming_0"',
+    'ALTER INDEX "public"."q" RENAME TO "ptah_renaming_1"',
+    'ALTER INDEX "public"."ptah_renaming_0" RENAME TO "q"',
+    'ALTER INDEX "public"."ptah_renaming_1" RENAME TO "p"',
+  ], 'swapped names go through temporary ones');
+});
+
+t.test('an index column\'s statistics target: set after the build, changed in place without a rebuild', async (t) => {
+  const base = ptable('t', [col('a')]);
+  const withStats = (target?: number) => ({ tables: [{ ...base, indexes: [{ ...index('t_a', 't'), statistics: target === undefined ? [] : [{ column: 1, target }] }] }] });
+  t.same(sqlOf(planStatements(model({}), model(withStats(3000)))).slice(1), [
+    'CREATE INDEX t_a ON public.t USING btree (a)',
+    'ALTER INDEX "public"."t_a" ALTER COLUMN 1 SET STATISTICS 3000',
+  ]);
+  t.same(sqlOf(planStatements(model(withStats(3000)), model(withStats(100)))), ['ALTER INDEX "public"."t_a" ALTER COLUMN 1 SET STATISTICS 100']);
+  t.same(sqlOf(planStatements(model(withStats(100)), model(withStats()))), ['ALTER INDEX "public"."t_a" ALTER COLUMN 1 SET STATISTICS -1'], 'back to the default');
+});
+
 t.test('materialized views are created with data and their indexes, and recreated whole when anything changes', async (t) => {
   const mv = (indexes: Index[]) => pview('mv', ['"public"."t"'], { materialized: true, indexes });
   const base = { tables: [ptable('t', [col('a')])] };
   const plan = planStatements(model(base), model({ ...base, views: [mv([index('mv_a', 'mv')])] }));
   t.same(sqlOf(plan), ['CREATE MATERIALIZED VIEW "public"."mv" AS\n SELECT 1 AS a\nWITH DATA', 'CREATE INDEX mv_a ON public.mv USING btree (a)']);
+  const empty = { ...mv([]), populated: false };
+  t.same(sqlOf(planStatements(model(base), model({ ...base, views: [empty] }))), ['CREATE MATERIALIZED VIEW "public"."mv" AS\n SELECT 1 AS a\nWITH NO DATA'],
+    'created empty where the desired schema leaves it empty');
+  t.same(planStatements(model({ ...base, views: [mv([])] }), model({ ...base, views: [empty] })), [], 'and never emptied or filled afterwards: its data is the application\'s');
   const more = planStatements(model({ ...base, views: [mv([index('mv_a', 'mv')])] }), model({ ...base, views: [mv([index('mv_a', 'mv'), index('mv_b', 'mv')])] }));
   t.same(sqlOf(more)[0], 'DROP MATERIALIZED VIEW "public"."mv"');
   t.equal(more.length, 4);
@@ -386,13 +431,13 @@ t.test('locking: rewrites, scans and blocking builds on existing tables are mark
   t.equal(locking(/CREATE INDEX t_a/), 'blocking_index_build');
   t.equal(locking(/CREATE INDEX fresh_a/), null, 'a new table is empty');
   t.equal(locking(/CREATE TABLE "public"."fresh"/), null);
-  t.equal(planDocument(plan, 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64)).transactional, true, 'a mixed plan runs in a transaction');
+  t.equal(planDocument(plan, DIGESTS).transactional, true, 'a mixed plan runs in a transaction');
 });
 
 t.test('a plan of index builds on existing tables runs CONCURRENTLY outside a transaction, and says so', async (t) => {
   const before = model({ tables: [ptable('t', [col('a')])] });
   const plan = planStatements(before, model({ tables: [ptable('t', [col('a')], { indexes: [index('t_a', 't'), { ...index('t_u', 't'), definition: 'CREATE UNIQUE INDEX t_u ON public.t USING btree (a)', unique: true }] })] }));
-  const doc = planDocument(plan, 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64));
+  const doc = planDocument(plan, DIGESTS);
   t.equal(doc.transactional, false);
   t.same(doc.statements, ['CREATE INDEX CONCURRENTLY t_a ON public.t USING btree (a)', 'CREATE UNIQUE INDEX CONCURRENTLY t_u ON public.t USING btree (a)']);
   t.same(doc.lockingStatements, [{ index: 0, reason: 'concurrent_index_build' }, { index: 1, reason: 'concurrent_index_build' }]);
@@ -400,9 +445,9 @@ t.test('a plan of index builds on existing tables runs CONCURRENTLY outside a tr
 
   const partitioned = model({ tables: [ptable('p', [col('a')], { partitionBy: 'RANGE (a)' })] });
   const onParent = planStatements(partitioned, model({ tables: [ptable('p', [col('a')], { partitionBy: 'RANGE (a)', indexes: [index('p_a', 'p')] })] }));
-  t.equal(planDocument(onParent, 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64)).transactional, true,
+  t.equal(planDocument(onParent, DIGESTS).transactional, true,
     'a partitioned table cannot be indexed concurrently');
-  const privileged = planDocument([{ sql: 'GRANT SELECT ON TABLE "public"."t" TO "r"', privilege: true }], 'sha256:' + '1'.repeat(64), 'sha256:' + '2'.repeat(64), 'sha256:' + '3'.repeat(64));
+  const privileged = planDocument([{ sql: 'GRANT SELECT ON TABLE "public"."t" TO "r"', privilege: true }], DIGESTS);
   t.same([privileged.privilegeChanging, privileged.privilegeStatements], [true, [0]]);
 });
 

@@ -8,6 +8,7 @@ import { sha256Digest } from '../../src/shared/canonical.js';
 import { schemaPlanProblem } from '../../src/shared/runner-protocol.js';
 
 const d = (seed: string) => sha256Digest(seed);
+const digests = { actualStateFingerprint: d('actual'), desiredSchemaDigest: d('desired-source'), desiredStateFingerprint: d('desired-state'), desiredCatalogDigest: d('desired-catalog') };
 const planned: PlannedStatement[] = [
   { sql: 'CREATE TABLE t (id int)' },
   { sql: 'ALTER TABLE u ALTER COLUMN n TYPE bigint', locking: 'table_rewrite' },
@@ -16,17 +17,18 @@ const planned: PlannedStatement[] = [
 ];
 
 t.test('every plan the executor writes passes the runner\'s check', async (t) => {
-  const document = planDocument(planned, d('actual'), d('desired-source'), d('desired-state'));
+  const document = planDocument(planned, digests);
   t.equal(schemaPlanProblem(document), undefined, 'a classified plan');
-  const concurrent = planDocument([{ sql: 'CREATE INDEX i ON t (id)', locking: 'blocking_index_build', concurrently: 'CREATE INDEX CONCURRENTLY i ON t (id)' }], d('a'), d('b'), d('c'));
+  const concurrent = planDocument([{ sql: 'CREATE INDEX i ON t (id)', locking: 'blocking_index_build', concurrently: 'CREATE INDEX CONCURRENTLY i ON t (id)' }], digests);
   t.equal(concurrent.transactional, false, 'fixture: a plan of concurrent builds');
   t.equal(schemaPlanProblem(concurrent), undefined, 'a concurrent plan');
 });
 
 t.test('each classification field is held to the statements it names', async (t) => {
-  const document = planDocument(planned, d('actual'), d('desired-source'), d('desired-state'));
+  const document = planDocument(planned, digests);
   const cases: [string, Record<string, unknown>, RegExp][] = [
     ['no desired state fingerprint', { desiredStateFingerprint: undefined }, /desiredStateFingerprint/],
+    ['no desired catalog digest', { desiredCatalogDigest: undefined }, /desiredCatalogDigest/],
     ['a privilege flag without privilege statements', { privilegeStatements: [] }, /privilegeChanging disagrees/],
     ['a privilege statement out of range', { privilegeStatements: [9] }, /privilegeStatements names an index/],
     ['privilege statements out of order', { privilegeStatements: [2, 1] }, /privilegeStatements is not in statement order/],

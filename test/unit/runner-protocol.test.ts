@@ -15,7 +15,7 @@ const hex = (text: string) => createHash('sha256').update(text).digest('hex');
 
 const plan: SchemaPlanDocument = {
   formatVersion: 1, engine: 'postgresql', statements: ['CREATE TABLE t (id int)'], statementCount: 1, destructive: false,
-  destructiveStatements: [], actualStateFingerprint: D('f'), desiredSchemaDigest: D('d'), desiredStateFingerprint: D('9'),
+  destructiveStatements: [], actualStateFingerprint: D('f'), desiredSchemaDigest: D('d'), desiredStateFingerprint: D('9'), desiredCatalogDigest: D('8'),
   privilegeChanging: false, privilegeStatements: [], lockingStatements: [], transactional: true,
 };
 const bindings = { protocolVersion: RUNNER_PROTOCOL_VERSION, operationId: ID, childExitCode: 0, coordinationDigest: D('c'), targetIdentityDigest: D('e') };

@@ -9,7 +9,8 @@ import { lockTimeoutMs, optionalEnv, requireDigestEnv, requireEnv, requireOperat
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { connectTarget, type CommandContext } from '../physical-identity.js';
 import { acquireWriterLocks, connectWriter } from '../writer-lock.js';
-import { diffModels, summarizeDrift } from './diff.js';
+import { catalogDifference, catalogDigest, readCatalogFacts } from './catalog.js';
+import { diffModels, summarizeDrift, type Drift } from './diff.js';
 import { MANAGED_NAMESPACE, introspect } from './introspect.js';
 import { stateFingerprint, type SchemaModel } from './model.js';
 import { loadDesired, provePlan, readDesiredSchema, withScratch, type DesiredSchema } from './scratch.js';
@@ -21,6 +22,9 @@ interface Comparison {
   actual: SchemaModel;
   desired: SchemaModel;
   desiredSource: DesiredSchema;
+  /** The catalog's own facts (catalog.ts) about the target and about the desired schema as built. */
+  actualFacts: string[];
+  desiredFacts: string[];
 }
 
 /** Reads the target (refusing what it cannot model) and the desired schema, then hands both to `fn`. */
@@ -29,9 +33,11 @@ async function compare<T>(env: Env, context: CommandContext, fn: (c: Comparison,
   const targetUrl = requireEnv(env, 'dbUrl');
   const target = await connectTarget(targetUrl, context);
   try {
-    const actual = await withReadOnlySnapshot(target, () => readTarget(target));
-    return await withScratch(target, targetUrl, optionalEnv(env, 'devUrl'), async (scratch) =>
-      fn({ actual, desired: await loadDesired(scratch, desiredSource), desiredSource }, scratch));
+    const { actual, actualFacts } = await withReadOnlySnapshot(target, async () => ({ actual: await readTarget(target), actualFacts: await readCatalogFacts(target) }));
+    return await withScratch(target, targetUrl, optionalEnv(env, 'devUrl'), async (scratch) => {
+      const built = await loadDesired(scratch, desiredSource);
+      return fn({ actual, desired: built.model, desiredSource, actualFacts, desiredFacts: built.facts }, scratch);
+    });
   } finally {
     await disconnect(target);
   }
@@ -42,9 +48,19 @@ async function readTarget(target: Db): Promise<SchemaModel> {
   return introspect(target);
 }
 
+/**
+ * A difference the model does not see: the catalogs of the target and of the desired schema differ where the
+ * model reads them equal. It is never reported as converged (nor planned: no statement of the engine changes it).
+ */
+function unmodelledDifference(actualFacts: readonly string[], desiredFacts: readonly string[]): ExecutorFailure | undefined {
+  const difference = catalogDifference(actualFacts, desiredFacts);
+  return difference === undefined ? undefined : new ExecutorFailure('unmodelled_difference',
+    `the target's catalog differs from the desired schema's where the engine's model reads them equal, so it is not reported converged: ${difference}`);
+}
+
 export async function observe(env: Env, context: CommandContext): Promise<ObserveReport> {
-  return compare(env, context, async ({ actual, desired }) => {
-    const drift = summarizeDrift(diffModels(actual, desired));
+  return compare(env, context, async ({ actual, desired, actualFacts, desiredFacts }) => {
+    const drift = withUnmodelledDrift(summarizeDrift(diffModels(actual, desired)), actualFacts, desiredFacts);
     return {
       command: 'observe',
       dialect: 'postgresql',
@@ -56,23 +72,41 @@ export async function observe(env: Env, context: CommandContext): Promise<Observ
   });
 }
 
+/** Drift the model cannot see is drift still: the catalogs differ, so a Plan must look (and says why it cannot plan it). */
+function withUnmodelledDrift(drift: Drift, actualFacts: readonly string[], desiredFacts: readonly string[]): Drift {
+  if (drift.drift) return drift;
+  const desired = new Set(desiredFacts);
+  const actual = new Set(actualFacts);
+  const differing = [...actualFacts.filter((f) => !desired.has(f)), ...desiredFacts.filter((f) => !actual.has(f))];
+  if (differing.length === 0) return drift;
+  return { drift: true, findings: [{ category: 'unmodelled_difference', count: differing.length }], driftDigest: digest({ formatVersion: 1, unmodelled: differing.sort() }) };
+}
+
 export async function plan(env: Env, context: CommandContext): Promise<PlanReport> {
-  return compare(env, context, async ({ actual, desired, desiredSource }, scratch) => {
+  return compare(env, context, async ({ actual, desired, desiredSource, actualFacts, desiredFacts }, scratch) => {
     const actualStateFingerprint = stateFingerprint(actual);
     const planned = planStatements(actual, desired);
-    if (planned.length === 0) return { command: 'plan', outcome: 'NoChanges', actualStateFingerprint };
+    if (planned.length === 0) {
+      const unmodelled = unmodelledDifference(actualFacts, desiredFacts);
+      if (unmodelled) throw unmodelled;
+      return { command: 'plan', outcome: 'NoChanges', actualStateFingerprint };
+    }
     await provePlan(scratch, actual, desired, planned);
-    const document = planDocument(planned, actualStateFingerprint, desiredSource.digest, stateFingerprint(desired));
+    const document = planDocument(planned, {
+      actualStateFingerprint, desiredSchemaDigest: desiredSource.digest, desiredStateFingerprint: stateFingerprint(desired), desiredCatalogDigest: catalogDigest(desiredFacts),
+    });
     return { command: 'plan', outcome: 'Changes', plan: document, planContentDigest: digest(document), actualStateFingerprint };
   });
 }
+
+/** What a plan is bound to: the state it was computed from and the state it promises, by model and by catalog. */
+export type PlanDigests = Pick<SchemaPlanDocument, 'actualStateFingerprint' | 'desiredSchemaDigest' | 'desiredStateFingerprint' | 'desiredCatalogDigest'>;
 
 /**
  * The published plan. A plan made only of index builds on existing tables runs them CONCURRENTLY, outside a
  * transaction (writes go on meanwhile); any other plan runs in one transaction, as proven.
  */
-export function planDocument(planned: readonly PlannedStatement[], actualStateFingerprint: string, desiredSchemaDigest: string,
-  desiredStateFingerprint: string): ClassifiedPlanDocument {
+export function planDocument(planned: readonly PlannedStatement[], digests: PlanDigests): ClassifiedPlanDocument {
   const transactional = !planned.every((s) => s.concurrently !== undefined);
   const destructiveStatements = planned.flatMap((s, index) => (s.destructive ? [{ index, reason: s.destructive }] : []));
   const privilegeStatements = planned.flatMap((s, index) => (s.privilege ? [index] : []));
@@ -90,9 +124,7 @@ export function planDocument(planned: readonly PlannedStatement[], actualStateFi
     privilegeStatements,
     lockingStatements,
     transactional,
-    actualStateFingerprint,
-    desiredSchemaDigest,
-    desiredStateFingerprint,
+    ...digests,
   };
 }
 
@@ -142,9 +174,7 @@ export async function apply(env: Env, context: CommandContext): Promise<ApplyRep
         await qualifyNames(target);
         refuseMoved(await readTarget(target));
         for (const [i, sql] of document.statements.entries()) await run(i, sql, 'the transaction was rolled back, nothing was changed');
-        if (stateFingerprint(await introspect(target)) !== document.desiredStateFingerprint) {
-          throw notConverged('the transaction was rolled back, nothing was changed');
-        }
+        if (!(await readsAsPromised(target, document))) throw notConverged('the transaction was rolled back, nothing was changed');
         await ensureBookkeeping(target);
         await record();
       } catch (err) {
@@ -169,6 +199,12 @@ export async function apply(env: Env, context: CommandContext): Promise<ApplyRep
   } finally {
     await disconnect(target);
   }
+}
+
+/** After the plan ran: the model reads as the desired schema, and so does the catalog itself (catalog.ts). */
+async function readsAsPromised(target: Db, document: ClassifiedPlanDocument): Promise<boolean> {
+  return stateFingerprint(await introspect(target)) === document.desiredStateFingerprint &&
+    catalogDigest(await readCatalogFacts(target)) === document.desiredCatalogDigest;
 }
 
 interface ConcurrentSteps {
@@ -201,8 +237,9 @@ async function applyConcurrently(target: Db, document: ClassifiedPlanDocument, s
   };
   try {
     for (const [i, sql] of document.statements.entries()) await steps.run(i, sql, 'every index this plan built was dropped again, nothing was changed');
-    const after = await withReadOnlySnapshot(target, () => introspect(target));
-    if (stateFingerprint(after) !== document.desiredStateFingerprint) throw steps.notConverged('every index this plan built was dropped again, nothing was changed');
+    if (!(await withReadOnlySnapshot(target, () => readsAsPromised(target, document)))) {
+      throw steps.notConverged('every index this plan built was dropped again, nothing was changed');
+    }
   } catch (err) {
     try {
       await undo();
@@ -266,6 +303,7 @@ export function readPlanDocument(path: string): ClassifiedPlanDocument {
     : !isDigest(p.actualStateFingerprint) ? 'actualStateFingerprint is not a digest'
     : !isDigest(p.desiredSchemaDigest) ? 'desiredSchemaDigest is not a digest'
     : !isDigest(p.desiredStateFingerprint) ? 'desiredStateFingerprint is missing (the plan was not written by this executor)'
+    : !isDigest(p.desiredCatalogDigest) ? 'desiredCatalogDigest is missing (the plan was not written by this executor)'
     : !isIndexList(p.privilegeStatements, p.statementCount) || p.privilegeChanging !== (p.privilegeStatements.length > 0)
       ? 'privilegeChanging does not match privilegeStatements'
     : !Array.isArray(p.lockingStatements) || !isIndexList(p.lockingStatements.map((l: { index?: unknown }) => l?.index), p.statementCount)

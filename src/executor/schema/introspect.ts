@@ -4,7 +4,7 @@
 import { BOOKKEEPING_SCHEMA } from '../bookkeeping.js';
 import { quoteIdent, type Db } from '../db.js';
 import type {
-  Column, Comment, CompositeType, Constraint, ConstraintKind, Domain, EnumType, Extension, Grant, Index, Policy, Routine, SchemaModel,
+  Column, Comment, CompositeType, Constraint, ConstraintKind, Domain, EnumType, Extension, Grant, Index, PartitionIndex, Policy, Routine, SchemaModel,
   Sequence, SequenceOptions, Table, Trigger, View,
 } from './model.js';
 
@@ -47,6 +47,7 @@ export async function introspect(client: Db): Promise<SchemaModel> {
   const columns = await readColumns(client, tableOids);
   const constraints = await readConstraints(client, tableOids, keyOf);
   const indexes = await readIndexes(client, relations.filter((r) => r.kind !== 'v' && r.kind !== 'S').map((r) => r.oid));
+  const partitionIndexes = await readPartitionIndexes(client, tableRows.filter((r) => r.parent !== null).map((r) => r.oid));
   const tables: Table[] = tableRows.map((r) => ({
     key: keyOf.get(r.oid)!,
     schema: r.schema,
@@ -58,6 +59,7 @@ export async function introspect(client: Db): Promise<SchemaModel> {
     forceRowSecurity: r.force_rls,
     partitionBy: r.partition_by,
     partitionOf: r.parent !== null && r.bound !== null && keyOf.has(r.parent) ? { parent: keyOf.get(r.parent)!, bound: r.bound } : null,
+    partitionIndexes: partitionIndexes.get(r.oid) ?? [],
   }));
   const views = await readViews(client, relations.filter((r) => r.kind === 'v' || r.kind === 'm'), keyOf, indexes);
   const sequences = await readSequences(client, keyOf);
@@ -167,10 +169,11 @@ const sequenceOptions = (r: SequenceRow): SequenceOptions =>
 
 async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Column[]>> {
   const { rows } = await client.query<SequenceRow & {
-    table_oid: Oid; name: string; type: string; not_null: boolean; default: string | null; identity: string; generated: string; has_sequence: boolean;
+    table_oid: Oid; name: string; type: string; not_null: boolean; default: string | null; identity: string; generated: string; sequence: string | null;
   }>(
     `SELECT a.attrelid::text AS table_oid, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
-            pg_get_expr(d.adbin, d.adrelid) AS default, a.attidentity AS identity, a.attgenerated AS generated, s.seqrelid IS NOT NULL AS has_sequence,
+            pg_get_expr(d.adbin, d.adrelid) AS default, a.attidentity AS identity, a.attgenerated AS generated,
+            (SELECT ${qualified('sn.nspname', 'sc.relname')} FROM pg_class sc JOIN pg_namespace sn ON sn.oid = sc.relnamespace WHERE sc.oid = s.seqrelid) AS sequence,
             ${sequenceOptionColumns('s')}
        FROM pg_attribute a
        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -181,8 +184,8 @@ async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Colum
       ORDER BY a.attrelid, a.attnum`, [tableOids]);
   const out = new Map<Oid, Column[]>();
   for (const r of rows) {
-    const identity = r.identity === '' || !r.has_sequence ? null
-      : { generation: r.identity === 'a' ? 'always' as const : 'by_default' as const, options: sequenceOptions(r) };
+    const identity = r.identity === '' || r.sequence === null ? null
+      : { generation: r.identity === 'a' ? 'always' as const : 'by_default' as const, sequence: r.sequence, options: sequenceOptions(r) };
     const generated = r.generated === 's' ? r.default : null;
     push(out, r.table_oid, { name: r.name, type: r.type, notNull: r.not_null, default: generated === null ? r.default : null, identity, generated });
   }
@@ -210,17 +213,33 @@ async function readConstraints(client: Db, tableOids: Oid[], keyOf: Map<Oid, str
 
 /**
  * Indexes other than the ones that back a primary-key, unique or exclusion constraint, and other than a
- * partition's index attached to its parent's (that one is the parent's).
+ * partition's index attached to its parent's (readPartitionIndexes).
  */
 async function readIndexes(client: Db, relationOids: Oid[]): Promise<Map<Oid, Index[]>> {
-  const { rows } = await client.query<{ table_oid: Oid; name: string; definition: string; unique: boolean }>(
-    `SELECT i.indrelid::text AS table_oid, ic.relname AS name, pg_get_indexdef(i.indexrelid) AS definition, i.indisunique AS unique
+  const { rows } = await client.query<{ table_oid: Oid; name: string; definition: string; unique: boolean; statistics: Index['statistics'] }>(
+    `SELECT i.indrelid::text AS table_oid, ic.relname AS name, pg_get_indexdef(i.indexrelid) AS definition, i.indisunique AS unique,
+            coalesce((SELECT json_agg(json_build_object('column', a.attnum, 'target', a.attstattarget) ORDER BY a.attnum)
+                        FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND a.attstattarget >= 0), '[]') AS statistics
        FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
       WHERE i.indrelid = ANY($1::oid[]) AND NOT ic.relispartition
         AND NOT EXISTS (SELECT 1 FROM pg_constraint con
                          WHERE con.conrelid = i.indrelid AND con.conindid = i.indexrelid AND con.contype IN ('p', 'u', 'x'))`, [relationOids]);
   const out = new Map<Oid, Index[]>();
-  for (const r of rows) push(out, r.table_oid, { name: r.name, definition: r.definition, unique: r.unique });
+  for (const r of rows) push(out, r.table_oid, { name: r.name, definition: r.definition, unique: r.unique, statistics: r.statistics });
+  return out;
+}
+
+/** A partition's indexes attached to a parent's index that backs no key (a key's indexes go with the key). */
+async function readPartitionIndexes(client: Db, partitionOids: Oid[]): Promise<Map<Oid, PartitionIndex[]>> {
+  const { rows } = await client.query<{ table_oid: Oid } & PartitionIndex>(
+    `SELECT i.indrelid::text AS table_oid, ic.relname AS name, pg_get_indexdef(i.indexrelid) AS definition,
+            ${qualified('pn.nspname', 'pc.relname')} AS parent
+       FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+       JOIN pg_inherits h ON h.inhrelid = i.indexrelid JOIN pg_class pc ON pc.oid = h.inhparent JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+      WHERE i.indrelid = ANY($1::oid[]) AND ic.relispartition
+        AND NOT EXISTS (SELECT 1 FROM pg_constraint con WHERE con.conindid = h.inhparent AND con.contype IN ('p', 'u', 'x'))`, [partitionOids]);
+  const out = new Map<Oid, PartitionIndex[]>();
+  for (const r of rows) push(out, r.table_oid, { name: r.name, parent: r.parent, definition: r.definition });
   return out;
 }
 
@@ -229,6 +248,7 @@ async function readViews(client: Db, viewRows: (RelationRow & { kind: string })[
   const definitions = new Map((await client.query<{ oid: Oid; definition: string }>(
     'SELECT c.oid::text AS oid, pg_get_viewdef(c.oid) AS definition FROM pg_class c WHERE c.oid = ANY($1::oid[])', [oids])).rows
     .map((r) => [r.oid, r.definition.trim().replace(/;$/, '')]));
+  const populated = new Set((await client.query<{ oid: Oid }>('SELECT c.oid::text AS oid FROM pg_class c WHERE c.oid = ANY($1::oid[]) AND c.relispopulated', [oids])).rows.map((r) => r.oid));
   const dependencies = (await client.query<{ view: Oid; ref: Oid | null; routine: string | null }>(
     `SELECT DISTINCT r.ev_class::text AS view,
             CASE WHEN d.refclassid = 'pg_class'::regclass THEN d.refobjid::text END AS ref,
@@ -240,6 +260,7 @@ async function readViews(client: Db, viewRows: (RelationRow & { kind: string })[
     schema: r.schema,
     name: r.name,
     materialized: r.kind === 'm',
+    populated: populated.has(r.oid),
     definition: definitions.get(r.oid)!,
     indexes: indexes.get(r.oid) ?? [],
     dependsOn: dependencies.filter((d) => d.view === r.oid).flatMap((d) =>

@@ -17,6 +17,8 @@ export interface SequenceOptions {
 
 export interface Identity {
   generation: 'always' | 'by_default';
+  /** The identity sequence, `"schema"."name"`: whatever names it (a grant, a setval) needs its exact name. */
+  sequence: RelationKey;
   options: SequenceOptions;
 }
 
@@ -45,6 +47,17 @@ export interface Index {
   /** pg_get_indexdef: names the index, its table and everything else about it. */
   definition: string;
   unique: boolean;
+  /** Columns (by position) whose statistics target is set (`ALTER INDEX … ALTER COLUMN n SET STATISTICS t`). */
+  statistics: { column: number; target: number }[];
+}
+
+/** A partition's index attached to an index of its parent: it comes with the parent's, under a name of its own. */
+export interface PartitionIndex {
+  name: string;
+  /** The parent's index, `"schema"."name"`. */
+  parent: string;
+  /** pg_get_indexdef of the partition's own index: made first under this name, the parent's build attaches it. */
+  definition: string;
 }
 
 export interface Table {
@@ -61,6 +74,8 @@ export interface Table {
   partitionBy: string | null;
   /** A partition's parent and bound (`FOR VALUES …`); its columns are the parent's. */
   partitionOf: { parent: RelationKey; bound: string } | null;
+  /** A partition's indexes attached to its parent's (not those of the parent's keys). */
+  partitionIndexes: PartitionIndex[];
 }
 
 export interface View {
@@ -68,6 +83,11 @@ export interface View {
   schema: string;
   name: string;
   materialized: boolean;
+  /**
+   * Whether a materialized view holds data: it is created as the desired schema creates it, and never compared
+   * (whether it holds data is the application's to change, by REFRESH).
+   */
+  populated: boolean;
   definition: string;
   /** A materialized view's indexes (a view has none). */
   indexes: Index[];
@@ -182,7 +202,7 @@ export const memberId = (m: { table: string; name: string }) => `${m.table} ${m.
 /** The state a fingerprint covers: everything modelled, order-independent, without derived data. */
 export function comparableState(model: SchemaModel): unknown {
   return {
-    formatVersion: 2,
+    formatVersion: 3,
     schemas: [...model.schemas].sort(),
     extensions: byName(model.extensions),
     enums: byKey(model.enums),
@@ -198,6 +218,7 @@ export function comparableState(model: SchemaModel): unknown {
       forceRowSecurity: t.forceRowSecurity,
       partitionBy: t.partitionBy,
       partitionOf: t.partitionOf,
+      partitionIndexes: sortBy(t.partitionIndexes, (i) => i.parent),
     })),
     views: byKey(model.views).map((v) => ({ key: v.key, materialized: v.materialized, definition: v.definition, indexes: byName(v.indexes) })),
     sequences: byKey(model.sequences).map((s) => ({ key: s.key, type: s.type, options: s.options, ownedBy: s.ownedBy })),

@@ -8,6 +8,7 @@ import { sha256Digest } from '../../shared/canonical.js';
 import { connect, describeSqlError, disconnect, isStatementError, parseDatabaseUrl, qualifyNames, quoteIdent, type Db } from '../db.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { isTransactionControl, splitSqlStatements } from '../sql-split.js';
+import { readCatalogFacts } from './catalog.js';
 import { introspect } from './introspect.js';
 import { stateFingerprint, type SchemaModel } from './model.js';
 import { planStatements, type PlannedStatement } from './statements.js';
@@ -70,8 +71,14 @@ export async function withScratch<T>(target: Db, targetUrl: string, devUrl: stri
   }
 }
 
+/** The desired schema as built: its model, and the catalog's own facts about it (catalog.ts). */
+export interface BuiltSchema {
+  model: SchemaModel;
+  facts: string[];
+}
+
 /** Builds the desired schema in the scratch database and reads it back; nothing stays behind. */
-export async function loadDesired(scratch: Db, desired: DesiredSchema): Promise<SchemaModel> {
+export async function loadDesired(scratch: Db, desired: DesiredSchema): Promise<BuiltSchema> {
   return inRolledBackTransaction(scratch, async () => {
     await assertPristine(scratch);
     try {
@@ -82,7 +89,7 @@ export async function loadDesired(scratch: Db, desired: DesiredSchema): Promise<
     }
     await qualifyNames(scratch);
     await refuseUnsupported(scratch, 'desired');
-    return introspect(scratch);
+    return { model: await introspect(scratch), facts: await readCatalogFacts(scratch) };
   });
 }
 

@@ -7,7 +7,7 @@
 import { canonicalJson, sha256Digest } from '../../shared/canonical.js';
 import { quoteIdent } from '../db.js';
 import { diffModels, type Delta, type ModelDiff, type TableDelta } from './diff.js';
-import type { Column, Constraint, Grant, Index, Routine, SchemaModel, SequenceOptions, Table, View } from './model.js';
+import type { Column, Constraint, Grant, Identity, Index, RelationKey, Routine, SchemaModel, SequenceOptions, Table, View } from './model.js';
 import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, type Recreated } from './targets.js';
 
 export type DestructiveReason =
@@ -132,7 +132,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
       // The key's index, named as the key, goes with it.
       if (providesUniqueness(c)) recreated.targets.add(indexTarget(t.to.schema, c.name));
     }
-    for (const i of [...t.indexes.removed, ...changedFrom(t.indexes)]) {
+    for (const i of [...t.indexes.removed, ...rebuilt(t.indexes).map((x) => x.from)]) {
       emit(`DROP INDEX ${indexName(t.to.schema, i)}`);
       recreated.targets.add(indexTarget(t.to.schema, i.name));
     }
@@ -224,12 +224,19 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   const addKey = ({ table, constraint }: { table: Table; constraint: Constraint }) =>
     emit(addConstraint(table.key, constraint), existingTables.has(table.key) && !droppedTables.has(table.key) ? { locking: providesUniqueness(constraint) ? 'blocking_index_build' : 'full_table_scan' } : {});
   for (const c of newConstraints) if (!isForeignKey(c.constraint)) addKey(c);
-  for (const t of newTables) for (const i of t.indexes) emit(indexDefinition(t, i));
+  const indexesBuilt = [
+    ...newTables.flatMap((t) => t.indexes.map((index) => ({ table: t, index, existing: false }))),
+    ...diff.tables.altered.flatMap((t) => [...t.indexes.added, ...rebuilt(t.indexes).map((x) => x.to)].map((index) => ({ table: t.to, index, existing: true }))),
+  ];
+  planPartitionIndexes(actual, desired, new Set(indexesBuilt.map((b) => indexName(b.table.schema, b.index))), emit);
+  for (const { table, index, existing } of indexesBuilt) {
+    const sql = indexDefinition(table, index);
+    if (!existing) emit(sql);
+    else emit(sql, table.partitionBy === null ? { locking: 'blocking_index_build', concurrently: sql.replace(/^CREATE (UNIQUE )?INDEX /, 'CREATE $1INDEX CONCURRENTLY ') } : { locking: 'blocking_index_build' });
+    setIndexStatistics(table.schema, index, [], emit);
+  }
   for (const t of diff.tables.altered) {
-    for (const i of [...t.indexes.added, ...changedTo(t.indexes)]) {
-      const sql = indexDefinition(t.to, i);
-      emit(sql, t.to.partitionBy === null ? { locking: 'blocking_index_build', concurrently: sql.replace(/^CREATE (UNIQUE )?INDEX /, 'CREATE $1INDEX CONCURRENTLY ') } : { locking: 'blocking_index_build' });
-    }
+    for (const { from, to } of t.indexes.changed.filter((x) => !rebuilds(x))) setIndexStatistics(t.to.schema, to, from.statistics, emit);
   }
   for (const c of [...newConstraints, ...foreignKeysToRestore]) if (isForeignKey(c.constraint)) addKey(c);
 
@@ -244,8 +251,11 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   // 17. Views and materialized views, each after the views it reads, with a materialized view's indexes.
   const viewsToCreate = new Set([...diff.views.added.map((v) => v.key), ...changedTo(diff.views).map((v) => v.key), ...viewsToDrop]);
   for (const view of dependencyOrder(desired.views.filter((v) => viewsToCreate.has(v.key)))) {
-    emit(view.materialized ? `CREATE MATERIALIZED VIEW ${view.key} AS\n${view.definition}\nWITH DATA` : `CREATE VIEW ${view.key} AS\n${view.definition}`);
-    for (const i of view.indexes) emit(i.definition);
+    emit(view.materialized ? `CREATE MATERIALIZED VIEW ${view.key} AS\n${view.definition}\nWITH ${view.populated ? '' : 'NO '}DATA` : `CREATE VIEW ${view.key} AS\n${view.definition}`);
+    for (const i of view.indexes) {
+      emit(i.definition);
+      setIndexStatistics(view.schema, i, [], emit);
+    }
   }
 
   // 18. Triggers, once their tables and routines exist.
@@ -370,6 +380,48 @@ const routineTarget = (r: Routine) => `${r.kind.toUpperCase()} ${r.key}`;
 const constraintTarget = (table: string, c: Constraint) => `CONSTRAINT ${quoteIdent(c.name)} ON ${table}`;
 const indexName = (schema: string, i: Index) => `${quoteIdent(schema)}.${quoteIdent(i.name)}`;
 
+/** An index change that is more than its statistics targets rebuilds it; the targets alone are set in place. */
+const rebuilds = (x: { from: Index; to: Index }) => !same({ ...x.from, statistics: [] }, { ...x.to, statistics: [] });
+const rebuilt = (d: Delta<Index>) => d.changed.filter(rebuilds);
+
+/** Sets each column's statistics target that differs from `before` (-1 puts a column back to the default). */
+function setIndexStatistics(schema: string, index: Index, before: Index['statistics'], emit: Emit): void {
+  const target = (list: Index['statistics'], column: number) => list.find((s) => s.column === column)?.target ?? -1;
+  const columns = [...new Set([...before, ...index.statistics].map((s) => s.column))].sort((a, b) => a - b);
+  for (const column of columns) {
+    if (target(before, column) === target(index.statistics, column)) continue;
+    emit(`ALTER INDEX ${indexName(schema, index)} ALTER COLUMN ${column} SET STATISTICS ${target(index.statistics, column)}`);
+  }
+}
+
+/**
+ * The names of a partition's indexes attached to its parent's. Where the parent's index is built by this plan, the
+ * partition's is made first under its own name, and the parent's build attaches it (PostgreSQL attaches a matching
+ * index instead of making one); where both stay, a name that differs is renamed in place, through a temporary name
+ * when names are swapped. A partition made now under an index that stays takes the name PostgreSQL gives it.
+ */
+function planPartitionIndexes(actual: SchemaModel, desired: SchemaModel, parentsBuilt: ReadonlySet<string>, emit: Emit): void {
+  const before = new Map(actual.tables.flatMap((t) => t.partitionIndexes.map((i) => [`${t.key} ${i.parent}`, i.name] as const)));
+  const renames: { schema: string; from: string; to: string }[] = [];
+  for (const t of desired.tables) {
+    for (const i of t.partitionIndexes) {
+      if (parentsBuilt.has(i.parent)) {
+        emit(i.definition);
+        continue;
+      }
+      const was = before.get(`${t.key} ${i.parent}`);
+      if (was !== undefined && was !== i.name) renames.push({ schema: t.schema, from: was, to: i.name });
+    }
+  }
+  const taken = new Set(renames.map((r) => `${r.schema}.${r.from}`));
+  const swapped = renames.some((r) => taken.has(`${r.schema}.${r.to}`));
+  const rename = (schema: string, from: string, to: string) => emit(`ALTER INDEX ${quoteIdent(schema)}.${quoteIdent(from)} RENAME TO ${quoteIdent(to)}`);
+  if (swapped) renames.forEach((r, n) => rename(r.schema, r.from, temporaryName(n)));
+  renames.forEach((r, n) => rename(r.schema, swapped ? temporaryName(n) : r.from, r.to));
+}
+
+const temporaryName = (n: number) => `ptah_renaming_${n}`;
+
 /** A partitioned table's index is printed `ON ONLY` (the parent alone); created, it should reach every partition. */
 const indexDefinition = (t: Table, i: Index) => (t.partitionBy !== null ? i.definition.replace(' ON ONLY ', ' ON ') : i.definition);
 
@@ -388,7 +440,7 @@ const partitionsFirst = (tables: readonly Table[]) => [...tables].sort((a, b) =>
 
 function changesUniqueness(t: TableDelta): boolean {
   return [...t.constraints.removed, ...changedFrom(t.constraints)].some(providesUniqueness) ||
-    [...t.indexes.removed, ...changedFrom(t.indexes)].some((i) => i.unique);
+    [...t.indexes.removed, ...rebuilt(t.indexes).map((x) => x.from)].some((i) => i.unique);
 }
 
 /** Views (by key) that read, directly or through other views, a changed relation or routine, or a table losing or re-typing a column. */
@@ -437,24 +489,42 @@ function alterColumn(table: string, from: Column, to: Column, emit: Emit): void 
   if (from.notNull && !to.notNull) alter('DROP NOT NULL');
   if (!from.notNull && to.notNull) alter('SET NOT NULL', { locking: 'full_table_scan' });
   if (to.default !== null && from.default !== to.default) alter(`SET DEFAULT ${to.default}`);
-  if (!from.identity && to.identity) alter(`ADD ${identitySql(to.identity.generation)} (${sequenceOptionsSql(to.identity.options)})`);
+  if (!from.identity && to.identity) alter(`ADD ${identitySql(to.identity)}`);
   if (from.identity && to.identity) {
-    if (from.identity.generation !== to.identity.generation) alter(`SET ${identitySql(to.identity.generation).replace(/ AS IDENTITY$/, '')}`);
+    if (from.identity.generation !== to.identity.generation) alter(`SET ${generatedSql(to.identity.generation)}`);
     if (!same(from.identity.options, to.identity.options)) alter(identityOptionsSql(to.identity.options));
+    if (from.identity.sequence !== to.identity.sequence) renameSequence(from.identity.sequence, to.identity.sequence, emit);
   }
+}
+
+/** The schema and name of a `"schema"."name"` key. */
+function splitKey(key: RelationKey): [string, string] {
+  const match = /^"((?:[^"]|"")*)"\."((?:[^"]|"")*)"$/.exec(key);
+  if (!match) throw new Error(`not a relation key: ${key}`);
+  return [match[1]!.replace(/""/g, '"'), match[2]!.replace(/""/g, '"')];
+}
+
+/** Moves and renames a sequence in place (an identity's keeps its column and its value). */
+function renameSequence(from: RelationKey, to: RelationKey, emit: Emit): void {
+  const [fromSchema, fromName] = splitKey(from);
+  const [toSchema, toName] = splitKey(to);
+  if (fromSchema !== toSchema) emit(`ALTER SEQUENCE ${from} SET SCHEMA ${quoteIdent(toSchema)}`);
+  if (fromName !== toName) emit(`ALTER SEQUENCE ${quoteIdent(toSchema)}.${quoteIdent(fromName)} RENAME TO ${quoteIdent(toName)}`);
 }
 
 function columnDefinition(c: Column): string {
   return [
     `${quoteIdent(c.name)} ${c.type}`,
-    c.identity ? ` ${identitySql(c.identity.generation)} (${sequenceOptionsSql(c.identity.options)})` : '',
+    c.identity ? ` ${identitySql(c.identity)}` : '',
     c.generated !== null ? ` GENERATED ALWAYS AS (${c.generated}) STORED` : '',
     c.default !== null ? ` DEFAULT ${c.default}` : '',
     c.notNull ? ' NOT NULL' : '',
   ].join('');
 }
 
-const identitySql = (generation: 'always' | 'by_default') => `GENERATED ${generation === 'always' ? 'ALWAYS' : 'BY DEFAULT'} AS IDENTITY`;
+const generatedSql = (generation: Identity['generation']) => `GENERATED ${generation === 'always' ? 'ALWAYS' : 'BY DEFAULT'}`;
+/** Names the sequence: left to PostgreSQL, it would be named after the table and column, whatever the desired schema said. */
+const identitySql = (identity: Identity) => `${generatedSql(identity.generation)} AS IDENTITY (SEQUENCE NAME ${identity.sequence} ${sequenceOptionsSql(identity.options)})`;
 
 function sequenceOptionsSql(o: SequenceOptions): string {
   return `START WITH ${o.start} INCREMENT BY ${o.increment} MINVALUE ${o.min} MAXVALUE ${o.max} CACHE ${o.cache} ${o.cycle ? 'CYCLE' : 'NO CYCLE'}`;
