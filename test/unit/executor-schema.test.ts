@@ -218,7 +218,7 @@ const index = (name: string, on: string, extra = ''): Index => ({ name, definiti
 const pview = (name: string, dependsOn: string[], extra: Partial<View> = {}): View => ({ ...view(name, ' SELECT 1 AS a', dependsOn), ...extra });
 const routine = (name: string, body = 'SELECT 1', result = 'integer', args = ''): Routine => ({
   key: `public.${name}(${args})`, kind: 'function', header: `f ${result} (${args})`,
-  definition: `CREATE OR REPLACE FUNCTION public.${name}(${args}) RETURNS ${result} LANGUAGE sql AS $$${body}$$`, parsedBody: false,
+  definition: `CREATE OR REPLACE FUNCTION public.${name}(${args}) RETURNS ${result} LANGUAGE sql AS $$${body}$$`, afterTables: false,
 });
 const trigger = (name: string, on: string, fn: string): Trigger =>
   ({ table: `"public"."${on}"`, name, routine: `public.${fn}()`, definition: `CREATE TRIGGER ${name} BEFORE UPDATE ON public.${on} FOR EACH ROW EXECUTE FUNCTION public.${fn}()` });
@@ -299,7 +299,7 @@ t.test('a routine is replaced in place when its signature and header hold, else 
 });
 
 t.test('a routine whose body is parsed at creation comes after the tables it reads', async (t) => {
-  const plan = planStatements(model({}), model({ tables: [ptable('t', [col('a')])], routines: [{ ...routine('n'), parsedBody: true }, routine('m')] }));
+  const plan = planStatements(model({}), model({ tables: [ptable('t', [col('a')])], routines: [{ ...routine('n'), afterTables: true }, routine('m')] }));
   t.ok(at(t, plan, /FUNCTION public.m\(\)/) < at(t, plan, /^CREATE TABLE/) && at(t, plan, /^CREATE TABLE/) < at(t, plan, /FUNCTION public.n\(\)/), sqlOf(plan).join('\n'));
 });
 

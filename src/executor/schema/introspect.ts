@@ -87,7 +87,10 @@ export async function introspect(client: Db): Promise<SchemaModel> {
   const routines = (await rows<Omit<Routine, 'kind'> & { kind: string }>(
     `SELECT p.oid::regprocedure::text AS key, p.prokind AS kind,
             p.prokind::text || ' ' || coalesce(pg_get_function_result(p.oid), '') || ' (' || pg_get_function_arguments(p.oid) || ')' AS header,
-            pg_get_functiondef(p.oid) AS definition, p.prosqlbody IS NOT NULL AS "parsedBody"
+            pg_get_functiondef(p.oid) AS definition,
+            p.prosqlbody IS NOT NULL OR EXISTS (
+              SELECT 1 FROM pg_depend d JOIN pg_type t ON t.oid = d.refobjid JOIN pg_class r ON r.oid = t.typrelid
+               WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.refclassid = 'pg_type'::regclass AND r.relkind IN ('r', 'p')) AS "afterTables"
        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
       WHERE ${MANAGED_NAMESPACE} AND p.prokind IN ('f', 'p') AND ${notExtensionMember('pg_proc', 'p.oid')}`))
     .map((r): Routine => ({ ...r, kind: r.kind === 'p' ? 'procedure' : 'function', definition: r.definition.trim() }));

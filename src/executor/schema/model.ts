@@ -138,8 +138,11 @@ export interface Routine {
   header: string;
   /** pg_get_functiondef: a complete CREATE OR REPLACE statement. */
   definition: string;
-  /** A SQL-standard body (BEGIN ATOMIC / RETURN) is parsed at creation, so it must come after what it reads. */
-  parsedBody: boolean;
+  /**
+   * Made once the tables exist: a SQL-standard body (BEGIN ATOMIC / RETURN) is parsed at creation, and a signature
+   * that uses a table's row type (`RETURNS SETOF t`, an argument of type `t`) needs the table.
+   */
+  afterTables: boolean;
 }
 
 export interface Trigger {

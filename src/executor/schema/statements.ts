@@ -54,6 +54,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   const desiredTables = new Map(desired.tables.map((t) => [t.key, t]));
   const desiredViews = new Map(desired.views.map((v) => [v.key, v]));
   const existingTables = new Set(actual.tables.map((t) => t.key));
+  const actualEnums = new Set(actual.enums.map((e) => e.key));
 
   // Routines whose signature holds but whose result or argument names change cannot be replaced in place.
   const routinesRecreated = diff.routines.changed.filter((r) => r.from.header !== r.to.header).map((r) => r.to);
@@ -181,9 +182,10 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   planDomains(diff, emit, recreated);
   planComposites(diff, emit);
 
-  // 10. Routines whose bodies are not parsed at creation, so tables may use them and they may name tables yet to come.
+  // 10. Routines that need no table (bodies not parsed at creation, no row type in the signature), so tables may use
+  // them and they may name tables yet to come.
   const routinesToCreate = [...diff.routines.added, ...changedTo(diff.routines)];
-  for (const r of routinesToCreate.filter((r) => !r.parsedBody)) emit(r.definition);
+  for (const r of routinesToCreate.filter((r) => !r.afterTables)) emit(r.definition);
 
   // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
   for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
@@ -195,12 +197,12 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     for (const c of t.columns.added) {
       emit(`ALTER TABLE ${t.to.key} ADD COLUMN ${columnDefinition(c)}`, c.generated !== null || c.identity !== null ? { locking: 'table_rewrite' } : {});
     }
-    for (const { from, to } of t.columns.changed) alterColumn(t.to.key, from, to, emit);
+    for (const { from, to } of t.columns.changed) alterColumn(t.to.key, from, to, actualEnums, emit);
   }
   for (const { table, column } of enumColumns) {
     const alter = (action: string, c?: Classification) => emit(`ALTER TABLE ${table.key} ALTER COLUMN ${quoteIdent(column.name)} ${action}`, c);
     if (column.default !== null) alter('DROP DEFAULT');
-    alter(`TYPE ${column.type} USING ${quoteIdent(column.name)}::text${column.type.endsWith('[]') ? '[]' : ''}::${column.type}`,
+    alter(`TYPE ${column.type} USING ${castThroughText(column.name, column.type)}`,
       { locking: 'table_rewrite' });
     if (column.default !== null) alter(`SET DEFAULT ${column.default}`);
   }
@@ -245,8 +247,9 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     if (s.ownedBy !== null) emit(`ALTER SEQUENCE ${s.key} OWNED BY ${s.ownedBy.table}.${quoteIdent(s.ownedBy.column)}`);
   }
 
-  // 16. Routines with SQL-standard bodies, parsed now that the tables they read exist.
-  for (const r of routinesToCreate.filter((r) => r.parsedBody)) emit(r.definition);
+  // 16. Routines that need the tables: SQL-standard bodies, parsed now that the tables they read exist, and signatures
+  // that use a table's row type.
+  for (const r of routinesToCreate.filter((r) => r.afterTables)) emit(r.definition);
 
   // 17. Views and materialized views, each after the views it reads, with a materialized view's indexes.
   const viewsToCreate = new Set([...diff.views.added.map((v) => v.key), ...changedTo(diff.views).map((v) => v.key), ...viewsToDrop]);
@@ -481,11 +484,18 @@ function dependencyOrder(views: readonly View[]): View[] {
   return ordered;
 }
 
-function alterColumn(table: string, from: Column, to: Column, emit: Emit): void {
+/** An enum converts to anything (another enum included) only through its text: PostgreSQL has no enum-to-enum cast. */
+const castThroughText = (column: string, type: string) => `${quoteIdent(column)}::text${type.endsWith('[]') ? '[]' : ''}::${type}`;
+const isEnumTyped = (column: Column, enums: ReadonlySet<string>) => enums.has(column.type.replace(/\[\]$/, ''));
+
+function alterColumn(table: string, from: Column, to: Column, enums: ReadonlySet<string>, emit: Emit): void {
   const alter = (action: string, c?: Classification) => emit(`ALTER TABLE ${table} ALTER COLUMN ${quoteIdent(to.name)} ${action}`, c);
   if (from.identity && !to.identity) alter('DROP IDENTITY');
   if (from.default !== null && from.default !== to.default) alter('DROP DEFAULT');
-  if (from.type !== to.type) alter(`TYPE ${to.type} USING ${quoteIdent(to.name)}::${to.type}`, { destructive: 'change_column_type', locking: 'table_rewrite' });
+  if (from.type !== to.type) {
+    const using = isEnumTyped(from, enums) ? castThroughText(to.name, to.type) : `${quoteIdent(to.name)}::${to.type}`;
+    alter(`TYPE ${to.type} USING ${using}`, { destructive: 'change_column_type', locking: 'table_rewrite' });
+  }
   if (from.notNull && !to.notNull) alter('DROP NOT NULL');
   if (!from.notNull && to.notNull) alter('SET NOT NULL', { locking: 'full_table_scan' });
   if (to.default !== null && from.default !== to.default) alter(`SET DEFAULT ${to.default}`);
