@@ -4,7 +4,9 @@ import pg from 'pg';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MigrationHistoryReport, MigrationRunReport } from '../../src/shared/executor-report.js';
+import { sha256Digest } from '../../src/shared/canonical.js';
 import { realmLockKey } from '../../src/shared/realm-lock-key.js';
+import { historyFingerprint } from '../../src/executor/migrations/history.js';
 import {
   COORDINATION_DIGEST, artifactDir, freshDatabase, jsonFile, operationId, queryOnce, runExecutor, runExecutorProcess, waitFor,
   type Database, type ExecutorEnv,
@@ -26,6 +28,21 @@ async function approvedApply(t: Test, db: Database, dir: string, opId: string, a
     coordinationDigest: COORDINATION_DIGEST,
     expectedSequenceFile: jsonFile(t, approve ?? h.pending.map((p) => ({ version: p.version, checksum: p.checksum }))),
     expectedHistoryFingerprint: h.fingerprint,
+  };
+}
+
+/**
+ * The env of an apply approved for `files` (in version order) on an empty history, as if migration-history had
+ * let them through: the apply's own refusal is what is tested.
+ */
+function approvedWithoutReading(t: Test, db: Database, files: Record<string, string>, opId: string): ExecutorEnv {
+  return {
+    dbUrl: db.url,
+    artifactDir: artifactDir(t, files),
+    operationId: opId,
+    coordinationDigest: COORDINATION_DIGEST,
+    expectedSequenceFile: jsonFile(t, Object.entries(files).map(([name, sql]) => ({ version: name.split('_')[0]!, checksum: sha256Digest(sql) }))),
+    expectedHistoryFingerprint: historyFingerprint([]),
   };
 }
 
@@ -183,14 +200,122 @@ t.test('history reports out-of-order and missing versions', async (t) => {
 
 t.test('transaction control and bad file names are refused before anything runs', async (t) => {
   const db = await freshDatabase(t, 'exec_mig_invalid');
-  const control = artifactDir(t, { '1_a.up.sql': 'CREATE TABLE a (x int);\nCOMMIT;\nCREATE TABLE b (x int);' });
-  const refused = await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, control, operationId('tx')));
+  const control = { '1_a.up.sql': 'CREATE TABLE a (x int);\nCOMMIT;\nCREATE TABLE b (x int);' };
+  const read = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: artifactDir(t, control) });
+  t.equal(read.error?.code, 'migration_invalid');
+  const refused = await runExecutor<MigrationRunReport>('migration-apply', approvedWithoutReading(t, db, control, operationId('tx')));
   t.equal(refused.error?.code, 'migration_invalid');
   t.notOk(await relationExists(db, 'a'));
   for (const [files, code] of [[{ 'init.sql': '' }, 'invalid_migration_name'], [{ '1_a.up.sql': '', '01_b.up.sql': '' }, 'duplicate_migration_version']] as const) {
     const report = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: artifactDir(t, files) });
     t.equal(report.error?.code, code);
   }
+});
+
+t.test('a file carrying goose or dbmate section markers is refused when read and when applied, never run whole', async (t) => {
+  const down = 'DROP TABLE up_ran;\nCREATE TABLE down_ran (a int);\n';
+  const cases: { file: string; sql: string; line: number; tool: string }[] = [
+    { file: '1_goose.up.sql', sql: `-- +goose Up\nCREATE TABLE up_ran (a int);\n-- +goose Down\n${down}`, line: 1, tool: 'goose' },
+    { file: '1_goose_terse.up.sql', sql: `-- a header comment\n--+goose up\nCREATE TABLE up_ran (a int);\n--+goose down\n${down}`, line: 2, tool: 'goose' },
+    { file: '1_goose_block.up.sql', sql: 'CREATE TABLE up_ran (a int);\n-- +goose StatementBegin\nCREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;\n-- +goose StatementEnd\n', line: 2, tool: 'goose' },
+    { file: '1_goose_notx.up.sql', sql: '-- ptah:no-transaction\n-- +goose NO TRANSACTION\nCREATE TABLE up_ran (a int);\n', line: 2, tool: 'goose' },
+    { file: '1_dbmate.up.sql', sql: `-- migrate:up\nCREATE TABLE up_ran (a int);\n\n-- migrate:down\n${down}`, line: 1, tool: 'dbmate' },
+    { file: '1_dbmate_opts.up.sql', sql: `CREATE TABLE up_ran (a int);\n--migrate:down transaction:false\n${down}`, line: 2, tool: 'dbmate' },
+  ];
+  for (const c of cases) {
+    const db = await freshDatabase(t, 'exec_mig_markers');
+    const read = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: artifactDir(t, { [c.file]: c.sql }) });
+    t.equal(read.error?.code, 'migration_invalid', `${c.file}: refused when read`);
+    t.match(read.error?.message, new RegExp(`${c.file.replace(/\./g, '\\.')} line ${c.line}: .*${c.tool} marker.*down section.*remove the markers`), `${c.file}: the message names the file, the line, the tool and the fix`);
+    const run = await runExecutor<MigrationRunReport>('migration-apply', approvedWithoutReading(t, db, { [c.file]: c.sql }, operationId('markers')));
+    t.equal(run.outcome, 'failed', `${c.file}: refused when applied`);
+    t.equal(run.error?.code, 'migration_invalid');
+    t.notOk(await relationExists(db, 'up_ran'), `${c.file}: no up section ran`);
+    t.notOk(await relationExists(db, 'down_ran'), `${c.file}: no down section ran`);
+    t.notOk(await relationExists(db, 'ptah_migrations.history'), `${c.file}: nothing was recorded`);
+  }
+
+  const db = await freshDatabase(t, 'exec_mig_mentions');
+  const mentions = {
+    '1_mentions.up.sql': "CREATE TABLE notes (a text);\nINSERT INTO notes VALUES ('-- +goose Down');\n-- this file came from +goose, and from dbmate before\n" +
+      "  -- migrate:down (indented: dbmate reads no marker here)\nSELECT 1; -- migrate:up\n",
+  };
+  const dir = artifactDir(t, mentions);
+  t.same((await history(db, dir)).pending.map((p) => p.version), ['1'], 'a file that only mentions markers is read');
+  t.equal((await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, dir, operationId('mentions')))).outcome, 'applied', 'and applied');
+});
+
+t.test('a no-transaction file runs a multi-action rule as one statement, as psql does', async (t) => {
+  const db = await freshDatabase(t, 'exec_mig_rule');
+  const dir = artifactDir(t, {
+    '1_rule.up.sql': '-- ptah:no-transaction\nCREATE TABLE t (a int);\nCREATE TABLE log (msg text);\n' +
+      "CREATE RULE r AS ON INSERT TO t DO ALSO (\n  INSERT INTO log VALUES ('one; of two');\n  INSERT INTO log VALUES ('two')\n);\nINSERT INTO t VALUES (1);\n",
+  });
+  const run = await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, dir, operationId('rule')));
+  t.equal(run.outcome, 'applied', JSON.stringify(run.error));
+  t.same(await db.query('SELECT msg FROM log ORDER BY msg'), [{ msg: 'one; of two' }, { msg: 'two' }], 'both actions of the rule ran');
+});
+
+t.test('a no-transaction file is cut as the session reads strings, with standard_conforming_strings off too', async (t) => {
+  const db = await freshDatabase(t, 'exec_mig_escape');
+  await db.query(`ALTER DATABASE "${db.name}" SET standard_conforming_strings = off`);
+  const dir = artifactDir(t, { '1_escape.up.sql': "-- ptah:no-transaction\nCREATE TABLE t AS SELECT 'it\\'s; one value' AS s;\nSELECT 1;\n" });
+  const run = await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, dir, operationId('escape')));
+  t.equal(run.outcome, 'applied', JSON.stringify(run.error));
+  t.same(await db.query('SELECT s FROM t'), [{ s: "it's; one value" }]);
+});
+
+t.test('transaction wrappers, and statements that cannot run in a transaction, are refused when read', async (t) => {
+  const first = { '1_first.up.sql': 'CREATE TABLE first (a int);' };
+  const cases: { file: string; sql: string; message: RegExp }[] = [
+    { file: '2_wrapped.up.sql', sql: 'BEGIN;\nCREATE TABLE wrapped (a int);\nCOMMIT;\n', message: /2_wrapped\.up\.sql line 1: BEGIN is not allowed.*remove it/ },
+    {
+      file: '2_index.up.sql', sql: 'CREATE TABLE t2 (a int);\n\nCREATE INDEX CONCURRENTLY t2_a ON t2 (a);\n',
+      message: /2_index\.up\.sql line 3: CREATE INDEX CONCURRENTLY cannot run inside a transaction block.*`-- ptah:no-transaction`.*first line/,
+    },
+    { file: '2_vacuum.up.sql', sql: 'CREATE TABLE t2 (a int);\nVACUUM (ANALYZE) t2;\n', message: /2_vacuum\.up\.sql line 2: VACUUM cannot run inside a transaction block/ },
+    { file: '2_reindex.up.sql', sql: 'CREATE TABLE t2 (a int);\nREINDEX (VERBOSE) TABLE CONCURRENTLY t2;\n', message: /line 2: REINDEX CONCURRENTLY cannot/ },
+  ];
+  for (const c of cases) {
+    const db = await freshDatabase(t, 'exec_mig_tx_rules');
+    const files = { ...first, [c.file]: c.sql };
+    const read = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: artifactDir(t, files) });
+    t.equal(read.error?.code, 'migration_invalid', `${c.file}: refused when read`);
+    t.match(read.error?.message, c.message, `${c.file}: the message names the file, the line and the fix`);
+    const run = await runExecutor<MigrationRunReport>('migration-apply', approvedWithoutReading(t, db, files, operationId('tx-rules')));
+    t.equal(run.outcome, 'failed', `${c.file}: refused when applied, before the first file`);
+    t.equal(run.error?.code, 'migration_invalid');
+    t.match(run.error?.message, c.message);
+    t.notOk(await relationExists(db, 'first'), `${c.file}: no file ran, not even the one before`);
+  }
+
+  const db = await freshDatabase(t, 'exec_mig_tx_directive');
+  const noTransaction = artifactDir(t, {
+    ...first,
+    '2_index.up.sql': '-- ptah:no-transaction\nCREATE TABLE t2 (a int);\nCREATE INDEX CONCURRENTLY t2_a ON t2 (a);\nVACUUM (ANALYZE) t2;\nREINDEX TABLE CONCURRENTLY t2;\n',
+    '3_plain.up.sql': 'CREATE INDEX t2_plain ON t2 (a);\nREINDEX TABLE t2;\nANALYZE t2;\n',
+  });
+  t.same((await history(db, noTransaction)).pending.map((p) => p.version), ['1', '2', '3'], 'with the directive, or in their transactional forms, they are read');
+  const run = await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, noTransaction, operationId('no-tx')));
+  t.equal(run.outcome, 'applied', JSON.stringify(run.error));
+  t.ok(await relationExists(db, 't2_a'));
+});
+
+t.test('every naming problem is refused at once, with the rule to rename by', async (t) => {
+  const db = await freshDatabase(t, 'exec_mig_names');
+  const misnamed = Object.fromEntries(Array.from({ length: 13 }, (_, i) => [`m${String(i).padStart(2, '0')}.sql`, '']));
+  const duplicates = { '1_a.up.sql': '', '01_b.up.sql': '', '001_c.up.sql': '', '2_x.up.sql': '', '02_y.up.sql': '', '3_fine.up.sql': '' };
+  const both = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: artifactDir(t, { ...misnamed, ...duplicates }) });
+  t.equal(both.error?.code, 'invalid_migration_name');
+  t.match(both.error?.message, /13 files are not named <version>_<name>\.up\.sql: m00\.sql, m01\.sql, .*m09\.sql and 3 more/, 'a count and the first names');
+  t.match(both.error?.message, /2 versions are used by more than one file: 1 \(001_c\.up\.sql, 01_b\.up\.sql, 1_a\.up\.sql\), 2 \(02_y\.up\.sql, 2_x\.up\.sql\)/, 'every duplicate, with its files');
+  t.match(both.error?.message, /version: 1 to 30 digits.*001 and 1 are the same version.*name: a letter or digit/, 'and the rule');
+  t.notMatch(both.error?.message, /3_fine/);
+  const onlyDuplicates = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: artifactDir(t, duplicates) });
+  t.equal(onlyDuplicates.error?.code, 'duplicate_migration_version');
+  t.match(onlyDuplicates.error?.message, /^2 versions are used by more than one file: 1 \(.*\), 2 \(.*\)/);
+  const one = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: artifactDir(t, { 'init.sql': '' }) });
+  t.match(one.error?.message, /^1 file is not named <version>_<name>\.up\.sql: init\.sql\./);
 });
 
 t.test('an apply waits for the realm lock at most PTAH_LOCK_TIMEOUT_MS and then refuses', async (t) => {

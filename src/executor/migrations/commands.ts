@@ -12,9 +12,9 @@ import { connect, describeSqlError, disconnect, failureCode, isStatementError, s
 import { lockTimeoutMs, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { connectTarget, type CommandContext } from '../physical-identity.js';
-import { splitSqlStatements } from '../sql-split.js';
+import { splitSqlStatements, type SplitOptions } from '../sql-split.js';
 import { acquireWriterLocks, connectWriter } from '../writer-lock.js';
-import { assertNoTransactionControl, readMigrationSources, type MigrationSource } from './files.js';
+import { assertRunnable, readMigrationSources, type MigrationSource } from './files.js';
 import { computeHistory, pendingSources, readHistoryRows, toMigrationFile } from './history.js';
 
 type ApprovedStep = { version: string; checksum: string };
@@ -23,11 +23,19 @@ export async function migrationHistory(env: Env, context: CommandContext): Promi
   const sources = readMigrationSources(requireEnv(env, 'artifactDir'));
   const client = await connectTarget(requireEnv(env, 'dbUrl'), context);
   try {
-    const rows = await withReadOnlySnapshot(client, () => readHistoryRows(client));
+    const { rows, lexing } = await withReadOnlySnapshot(client, async () => ({ rows: await readHistoryRows(client), lexing: await sessionLexing(client) }));
+    // Pending files are judged before anyone approves them; applied files are history, judged when they ran.
+    for (const source of pendingSources(sources, rows)) assertRunnable(source, lexing);
     return { command: 'migration-history', history: computeHistory(sources, rows) };
   } finally {
     await disconnect(client);
   }
+}
+
+/** How this session's server reads string literals, so that a file is split as the server will read it. */
+async function sessionLexing(client: Db): Promise<SplitOptions> {
+  const { rows: [setting] } = await client.query<{ standard_conforming_strings: string }>('SHOW standard_conforming_strings');
+  return { standardConformingStrings: setting?.standard_conforming_strings !== 'off' };
 }
 
 export async function migrationApply(env: Env, context: CommandContext): Promise<MigrationRunReport> {
@@ -133,7 +141,9 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
       const pending = pendingSources(sources, rows);
       refuseUnlessApproved(computeHistory(sources, rows), pending, run.planned, run.expectedFingerprint);
       if (pending.length === 0) return report('up-to-date', []);
-      pending.forEach(assertNoTransactionControl);
+      // migration-history refused these already; an approval must never make an unrunnable file run.
+      const lexing = await sessionLexing(client);
+      for (const source of pending) assertRunnable(source, lexing);
 
       const { rows: [backend] } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       const cancel = cancelBackend(run.dbUrl, backend!.pid);
@@ -143,7 +153,7 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
           ? { kind: 'not-applied' as const, error: new ExecutorFailure('stop_requested', `stopped on request before migration ${source.fileName} started`) }
           : source.transactional
             ? await applyInOneTransaction(client, source, operationId, (work) => stop.cancellable(cancel, work))
-            : await applyStatementByStatement(client, source, operationId);
+            : await applyStatementByStatement(client, source, operationId, lexing);
         if (result.kind === 'committed') {
           applied.push(toMigrationFile(source));
           continue;
@@ -260,7 +270,7 @@ async function applyInOneTransaction(client: Db, source: MigrationSource, operat
  * then the row is marked finished. A failure of the first statement leaves nothing behind, so the row is removed;
  * any later failure leaves the row dirty for a person to resolve.
  */
-async function applyStatementByStatement(client: Db, source: MigrationSource, operationId: string): Promise<FileResult> {
+async function applyStatementByStatement(client: Db, source: MigrationSource, operationId: string, lexing: SplitOptions): Promise<FileResult> {
   try {
     await client.query(RESET_SESSION);
     await inTransaction(client, async () => {
@@ -272,7 +282,7 @@ async function applyStatementByStatement(client: Db, source: MigrationSource, op
     const error = new ExecutorFailure('bookkeeping_failed', `could not record the start of migration ${source.fileName}: ${errorMessage(err)}`);
     return isStatementError(err) ? { kind: 'not-applied', error } : { kind: 'uncertain', error };
   }
-  const statements = splitSqlStatements(source.sql);
+  const statements = splitSqlStatements(source.sql, lexing);
   for (const [i, statement] of statements.entries()) {
     try {
       await client.query(statement.text);
