@@ -204,7 +204,8 @@ export async function catalogFacts(url: string): Promise<string[]> {
  * `pg_dump --schema-only` of the managed schemas, as a sorted multiset of lines: a witness that shares nothing with
  * the executor. Comments, session settings and blank lines go; so does the order of lines (a column added later is
  * printed last, and the engine never reorders columns) with the comma that order puts at a line's end, and pg_dump's
- * own meta-commands. Owners are left out (--no-owner): the executor never changes them.
+ * own meta-commands, and the order of storage parameters in a `WITH (…)` list (which means nothing). Owners are left
+ * out (--no-owner): the executor never changes them.
  */
 export async function schemaDump(url: string): Promise<string[]> {
   const { stdout, code, stderr } = await new Promise<{ stdout: string; stderr: string; code: number | null }>((resolve, reject) => {
@@ -220,6 +221,6 @@ export async function schemaDump(url: string): Promise<string[]> {
   return stdout.split('\n')
     // pg_dump's own psql meta-commands (\restrict carries a random key per run) are not the schema.
     .filter((line) => line.trim() !== '' && !line.startsWith('--') && !line.startsWith('\\') && !/^SET |^SELECT pg_catalog\.set_config/.test(line))
-    .map((line) => line.replace(/,$/, ''))
+    .map((line) => line.replace(/,$/, '').replace(/WITH \(([^()]*)\)/g, (_, list: string) => `WITH (${list.split(', ').sort().join(', ')})`))
     .sort();
 }

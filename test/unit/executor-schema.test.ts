@@ -12,13 +12,13 @@ import { planDocument, readPlanDocument } from '../../src/executor/schema/comman
 import { realmLockKey } from '../../src/shared/realm-lock-key.js';
 
 const seqOptions = { start: '1', increment: '1', min: '1', max: '2147483647', cache: '1', cycle: false };
-const col = (name: string, type = 'integer', extra: Partial<Column> = {}): Column => ({ name, type, notNull: false, default: null, identity: null, generated: null, ...extra });
+const col = (name: string, type = 'integer', extra: Partial<Column> = {}): Column => ({ name, type, notNull: false, default: null, identity: null, generated: null, collation: null, statistics: null, ...extra });
 const pk = (name: string, columns: string): Constraint => ({ name, kind: 'primary_key', definition: `PRIMARY KEY (${columns})`, references: null });
 const unique = (name: string, columns: string): Constraint => ({ name, kind: 'unique', definition: `UNIQUE (${columns})`, references: null });
 const fk = (name: string, column: string, table: string, target: string): Constraint =>
   ({ name, kind: 'foreign_key', definition: `FOREIGN KEY (${column}) REFERENCES ${table.replace(/"/g, '')}(${target})`, references: table });
 const table = (schema: string, name: string, columns: Column[], constraints: Constraint[] = []): Table =>
-  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [], rowSecurity: false, forceRowSecurity: false, partitionBy: null, partitionOf: null, partitionIndexes: [] });
+  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [], rowSecurity: false, forceRowSecurity: false, unlogged: false, options: [], partitionBy: null, partitionOf: null, partitionIndexes: [] });
 const view = (name: string, definition: string, dependsOn: string[]): View => ({ key: `"public"."${name}"`, schema: 'public', name, materialized: false, populated: true, definition, indexes: [], dependsOn });
 const sequence = (name: string, ownedBy: Sequence['ownedBy'] = null): Sequence =>
   ({ key: `"public"."${name}"`, schema: 'public', name, type: 'integer', options: seqOptions, ownedBy });

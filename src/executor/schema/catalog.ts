@@ -24,6 +24,8 @@ const grants = (object: string, acl: string, owner: string) =>
   `(SELECT string_agg(CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END || ':' || a.privilege_type
                       || CASE WHEN a.is_grantable THEN '*' ELSE '' END, ',' ORDER BY 1)
       FROM aclexplode(coalesce(${acl}, acldefault(${object}, ${owner}))) a WHERE a.grantee <> ${owner})`;
+/** Storage parameters in name order: the order they were written in means nothing. */
+const sortedOptions = (options: string) => `(SELECT string_agg(o, ',' ORDER BY o) FROM unnest(${options}) o)`;
 const relationAclKind = (c: string) => `CASE ${c}.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char"`;
 
 // One row per fact; the union covers every catalog that holds a property of an object in a schema.
@@ -37,7 +39,8 @@ const FACTS = `
   UNION ALL SELECT 'extension ' || x.extname || ' ' || x.extversion || ' in ' || quote_ident(n.nspname)
     FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
   UNION ALL SELECT 'relation ' || c.oid::regclass::text || ' kind ' || c.relkind::text || ' persistence ' || c.relpersistence::text
-         || ' options ' || coalesce(array_to_string(c.reloptions, ','), '-')
+         || ' options ' || coalesce(${sortedOptions('c.reloptions')}, '-')
+         || ' toast options ' || coalesce((SELECT ${sortedOptions('t.reloptions')} FROM pg_class t WHERE t.oid = c.reltoastrelid), '-')
          || ' replica identity ' || c.relreplident::text || ' access method ' || coalesce((SELECT amname FROM pg_am WHERE oid = c.relam), '-')
          || ' tablespace ' || coalesce((SELECT spcname FROM pg_tablespace WHERE oid = c.reltablespace), '-')
          || ' typed ' || CASE WHEN c.reloftype = 0 THEN '-' ELSE c.reloftype::regtype::text END
@@ -51,7 +54,7 @@ const FACTS = `
          || ' default ' || coalesce(pg_get_expr(ad.adbin, ad.adrelid), '-') || ' identity ' || a.attidentity::text || ' generated ' || a.attgenerated::text
          || ' collation ' || CASE WHEN a.attcollation = 0 THEN '-' ELSE a.attcollation::regcollation::text END
          || ' statistics ' || coalesce(a.attstattarget::text, '-') || ' storage ' || a.attstorage::text || ' compression ' || a.attcompression::text
-         || ' options ' || coalesce(array_to_string(a.attoptions, ','), '-')
+         || ' options ' || coalesce(${sortedOptions('a.attoptions')}, '-')
          || ' grants ' || coalesce(${grants(`'c'`, 'a.attacl', 'c.relowner')}, '-')
     FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
     LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum

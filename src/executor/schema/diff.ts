@@ -23,6 +23,8 @@ export interface TableDelta {
   indexes: Delta<Index>;
   /** ENABLE/FORCE ROW LEVEL SECURITY differs. */
   rowSecurity: boolean;
+  /** Logging or storage parameters differ. */
+  storage: boolean;
 }
 
 export interface ModelDiff {
@@ -85,8 +87,9 @@ export function diffModels(actual: SchemaModel, desired: SchemaModel): ModelDiff
       constraints: delta(from.constraints, to.constraints, (c) => c.name),
       indexes: delta(from.indexes, to.indexes, (i) => i.name),
       rowSecurity: from.rowSecurity !== to.rowSecurity || from.forceRowSecurity !== to.forceRowSecurity,
+      storage: from.unlogged !== to.unlogged || !same(from.options, to.options),
     };
-    if (isEmptyDelta(table.columns) && isEmptyDelta(table.constraints) && isEmptyDelta(table.indexes) && !table.rowSecurity) continue;
+    if (isEmptyDelta(table.columns) && isEmptyDelta(table.constraints) && isEmptyDelta(table.indexes) && !table.rowSecurity && !table.storage) continue;
     altered.push(table);
   }
   return {
@@ -132,6 +135,7 @@ function driftEntries(diff: ModelDiff): DriftEntry[] {
     add('constraint', t.constraints, (c) => c.name, `${t.to.key}.`);
     add('index', t.indexes, (i) => i.name, `${t.to.key}.`);
     if (t.rowSecurity) add('row_security', { added: [], removed: [], changed: [{ from: t.from.rowSecurity, to: t.to.rowSecurity }] }, () => t.to.key);
+    if (t.storage) add('table_storage', { added: [], removed: [], changed: [{ from: [t.from.unlogged, t.from.options], to: [t.to.unlogged, t.to.options] }] }, () => t.to.key);
   }
   add('view', diff.views, (v) => v.key);
   add('sequence', diff.sequences, (s) => s.key);

@@ -21,7 +21,7 @@ const qualified = (schema: string, name: string) => `(${q(schema)} || '.' || ${q
 
 export const relationKey = (schema: string, name: string) => `${quoteIdent(schema)}.${quoteIdent(name)}`;
 
-const CONSTRAINT_KINDS: Record<string, ConstraintKind> = { p: 'primary_key', u: 'unique', c: 'check', f: 'foreign_key' };
+const CONSTRAINT_KINDS: Record<string, ConstraintKind> = { p: 'primary_key', u: 'unique', c: 'check', f: 'foreign_key', x: 'exclusion' };
 
 /** Object ids as text: they are unsigned 32-bit and overflow int4. */
 type Oid = string;
@@ -33,8 +33,13 @@ interface SequenceRow {
 export async function introspect(client: Db): Promise<SchemaModel> {
   const rows = async <T extends object>(sql: string, params?: unknown[]) => (await client.query<T & Record<string, unknown>>(sql, params)).rows as T[];
   const schemas = (await rows<{ name: string }>(`SELECT n.nspname AS name FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}`)).map((r) => r.name);
-  const relations = await rows<RelationRow & { kind: string; rls: boolean; force_rls: boolean; partition_by: string | null; parent: Oid | null; bound: string | null }>(
+  const relations = await rows<RelationRow & {
+    kind: string; rls: boolean; force_rls: boolean; unlogged: boolean; options: string[]; partition_by: string | null; parent: Oid | null; bound: string | null;
+  }>(
     `SELECT c.oid::text AS oid, n.nspname AS schema, c.relname AS name, c.relkind AS kind, c.relrowsecurity AS rls, c.relforcerowsecurity AS force_rls,
+            c.relpersistence = 'u' AS unlogged,
+            ARRAY(SELECT o FROM unnest(c.reloptions) o UNION ALL SELECT 'toast.' || o FROM pg_class t, unnest(t.reloptions) o WHERE t.oid = c.reltoastrelid
+                  ORDER BY 1) AS options,
             CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) END AS partition_by,
             (SELECT i.inhparent::text FROM pg_inherits i WHERE i.inhrelid = c.oid AND c.relispartition) AS parent,
             CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound
@@ -57,6 +62,8 @@ export async function introspect(client: Db): Promise<SchemaModel> {
     indexes: indexes.get(r.oid) ?? [],
     rowSecurity: r.rls,
     forceRowSecurity: r.force_rls,
+    unlogged: r.unlogged,
+    options: r.options,
     partitionBy: r.partition_by,
     partitionOf: r.parent !== null && r.bound !== null && keyOf.has(r.parent) ? { parent: keyOf.get(r.parent)!, bound: r.bound } : null,
     partitionIndexes: partitionIndexes.get(r.oid) ?? [],
@@ -173,9 +180,12 @@ const sequenceOptions = (r: SequenceRow): SequenceOptions =>
 async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Column[]>> {
   const { rows } = await client.query<SequenceRow & {
     table_oid: Oid; name: string; type: string; not_null: boolean; default: string | null; identity: string; generated: string; sequence: string | null;
+    collation: string | null; statistics: number | null;
   }>(
     `SELECT a.attrelid::text AS table_oid, a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
             pg_get_expr(d.adbin, d.adrelid) AS default, a.attidentity AS identity, a.attgenerated AS generated,
+            CASE WHEN a.attcollation <> (SELECT typcollation FROM pg_type WHERE oid = a.atttypid) THEN a.attcollation::regcollation::text END AS collation,
+            CASE WHEN a.attstattarget >= 0 THEN a.attstattarget::int END AS statistics,
             (SELECT ${qualified('sn.nspname', 'sc.relname')} FROM pg_class sc JOIN pg_namespace sn ON sn.oid = sc.relnamespace WHERE sc.oid = s.seqrelid) AS sequence,
             ${sequenceOptionColumns('s')}
        FROM pg_attribute a
@@ -190,7 +200,9 @@ async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Colum
     const identity = r.identity === '' || r.sequence === null ? null
       : { generation: r.identity === 'a' ? 'always' as const : 'by_default' as const, sequence: r.sequence, options: sequenceOptions(r) };
     const generated = r.generated === 's' ? r.default : null;
-    push(out, r.table_oid, { name: r.name, type: r.type, notNull: r.not_null, default: generated === null ? r.default : null, identity, generated });
+    push(out, r.table_oid, {
+      name: r.name, type: r.type, notNull: r.not_null, default: generated === null ? r.default : null, identity, generated, collation: r.collation, statistics: r.statistics,
+    });
   }
   return out;
 }
@@ -201,7 +213,7 @@ async function readConstraints(client: Db, tableOids: Oid[], keyOf: Map<Oid, str
     `SELECT con.conrelid::text AS table_oid, con.conname AS name, con.contype AS type, pg_get_constraintdef(con.oid) AS definition,
             con.confrelid::text AS references
        FROM pg_constraint con
-      WHERE con.conrelid = ANY($1::oid[]) AND con.contype IN ('p', 'u', 'c', 'f') AND con.conparentid = 0 AND con.conislocal`, [tableOids]);
+      WHERE con.conrelid = ANY($1::oid[]) AND con.contype IN ('p', 'u', 'c', 'f', 'x') AND con.conparentid = 0 AND con.conislocal`, [tableOids]);
   const out = new Map<Oid, Constraint[]>();
   for (const r of rows) {
     push(out, r.table_oid, {

@@ -30,9 +30,13 @@ export interface Column {
   identity: Identity | null;
   /** GENERATED ALWAYS AS (expression) STORED. */
   generated: string | null;
+  /** A collation other than its type's (`pg_catalog."C"`). */
+  collation: string | null;
+  /** A statistics target set on the column (`ALTER COLUMN … SET STATISTICS`). */
+  statistics: number | null;
 }
 
-export type ConstraintKind = 'primary_key' | 'unique' | 'check' | 'foreign_key';
+export type ConstraintKind = 'primary_key' | 'unique' | 'check' | 'foreign_key' | 'exclusion';
 
 export interface Constraint {
   name: string;
@@ -70,6 +74,10 @@ export interface Table {
   indexes: Index[];
   rowSecurity: boolean;
   forceRowSecurity: boolean;
+  /** `CREATE UNLOGGED TABLE`: not written to the WAL, emptied after a crash. */
+  unlogged: boolean;
+  /** Storage parameters (`fillfactor=70`, `autovacuum_enabled=false`, `toast.autovacuum_enabled=false`), sorted. */
+  options: string[];
   /** A partitioned table's key (`RANGE (created_at)`). */
   partitionBy: string | null;
   /** A partition's parent and bound (`FOR VALUES …`); its columns are the parent's. */
@@ -219,6 +227,8 @@ export function comparableState(model: SchemaModel): unknown {
       indexes: byName(t.indexes),
       rowSecurity: t.rowSecurity,
       forceRowSecurity: t.forceRowSecurity,
+      unlogged: t.unlogged,
+      options: t.options,
       partitionBy: t.partitionBy,
       partitionOf: t.partitionOf,
       partitionIndexes: sortBy(t.partitionIndexes, (i) => i.parent),

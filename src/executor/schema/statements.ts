@@ -38,6 +38,8 @@ type Emit = (sql: string, c?: Classification) => void;
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
 const isForeignKey = (c: Constraint) => c.kind === 'foreign_key';
 const providesUniqueness = (c: Constraint) => c.kind === 'primary_key' || c.kind === 'unique';
+/** A key or an exclusion constraint is backed by an index of its own name, built with it and dropped with it. */
+const hasIndex = (c: Constraint) => providesUniqueness(c) || c.kind === 'exclusion';
 const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
 const changedFrom = <T>(d: Delta<T>) => d.changed.map((x) => x.from);
 const changedTo = <T>(d: Delta<T>) => d.changed.map((x) => x.to);
@@ -131,7 +133,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
       emit(dropConstraint(t.to.key, c));
       recreated.targets.add(constraintTarget(t.to.key, c));
       // The key's index, named as the key, goes with it.
-      if (providesUniqueness(c)) recreated.targets.add(indexTarget(t.to.schema, c.name));
+      if (hasIndex(c)) recreated.targets.add(indexTarget(t.to.schema, c.name));
     }
     for (const i of [...t.indexes.removed, ...rebuilt(t.indexes).map((x) => x.from)]) {
       emit(`DROP INDEX ${indexName(t.to.schema, i)}`);
@@ -189,7 +191,10 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
 
   // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
   for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
-  for (const t of parentsFirst(diff.tables.added)) emit(createTable(t));
+  for (const t of parentsFirst(diff.tables.added)) {
+    emit(createTable(t));
+    setColumnStatistics(t.key, t.columns.map((to) => ({ to })), emit);
+  }
 
   // 12. Columns of tables that stay, and columns moving to a recreated enum.
   for (const t of diff.tables.altered) {
@@ -198,6 +203,8 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
       emit(`ALTER TABLE ${t.to.key} ADD COLUMN ${columnDefinition(c)}`, c.generated !== null || c.identity !== null ? { locking: 'table_rewrite' } : {});
     }
     for (const { from, to } of t.columns.changed) alterColumn(t.to.key, from, to, actualEnums, emit);
+    setColumnStatistics(t.to.key, [...t.columns.added.map((to) => ({ to })), ...t.columns.changed], emit);
+    if (t.storage) alterTableStorage(t.from, t.to, emit);
   }
   for (const { table, column } of enumColumns) {
     const alter = (action: string, c?: Classification) => emit(`ALTER TABLE ${table.key} ALTER COLUMN ${quoteIdent(column.name)} ${action}`, c);
@@ -224,7 +231,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     ...diff.tables.altered.flatMap((t) => [...t.constraints.added, ...changedTo(t.constraints)].map((constraint) => ({ table: t.to, constraint }))),
   ];
   const addKey = ({ table, constraint }: { table: Table; constraint: Constraint }) =>
-    emit(addConstraint(table.key, constraint), existingTables.has(table.key) && !droppedTables.has(table.key) ? { locking: providesUniqueness(constraint) ? 'blocking_index_build' : 'full_table_scan' } : {});
+    emit(addConstraint(table.key, constraint), existingTables.has(table.key) && !droppedTables.has(table.key) ? { locking: hasIndex(constraint) ? 'blocking_index_build' : 'full_table_scan' } : {});
   for (const c of newConstraints) if (!isForeignKey(c.constraint)) addKey(c);
   const indexesBuilt = [
     ...newTables.flatMap((t) => t.indexes.map((index) => ({ table: t, index, existing: false }))),
@@ -429,9 +436,35 @@ const temporaryName = (n: number) => `ptah_renaming_${n}`;
 const indexDefinition = (t: Table, i: Index) => (t.partitionBy !== null ? i.definition.replace(' ON ONLY ', ' ON ') : i.definition);
 
 function createTable(t: Table): string {
-  if (t.partitionOf !== null) return `CREATE TABLE ${t.key} PARTITION OF ${t.partitionOf.parent} ${t.partitionOf.bound}${t.partitionBy !== null ? ` PARTITION BY ${t.partitionBy}` : ''}`;
+  const partitionBy = t.partitionBy !== null ? ` PARTITION BY ${t.partitionBy}` : '';
+  // toast.* parameters are set with the table's, in the same list.
+  const options = t.options.length > 0 ? ` WITH (${t.options.join(', ')})` : '';
+  const create = `CREATE ${t.unlogged ? 'UNLOGGED ' : ''}TABLE ${t.key}`;
+  if (t.partitionOf !== null) return `${create} PARTITION OF ${t.partitionOf.parent} ${t.partitionOf.bound}${partitionBy}${options}`;
   const columns = `(${t.columns.map((c) => `\n  ${columnDefinition(c)}`).join(',')}${t.columns.length ? '\n' : ''})`;
-  return `CREATE TABLE ${t.key} ${columns}${t.partitionBy !== null ? ` PARTITION BY ${t.partitionBy}` : ''}`;
+  return `${create} ${columns}${partitionBy}${options}`;
+}
+
+/**
+ * Logging and storage parameters of a table that stays: `SET LOGGED/UNLOGGED` rewrites the table (L
+ * `table_rewrite`); a parameter is set or reset in place, never by a rebuild.
+ */
+function alterTableStorage(from: Table, to: Table, emit: Emit): void {
+  if (from.unlogged !== to.unlogged) emit(`ALTER TABLE ${to.key} SET ${to.unlogged ? 'UNLOGGED' : 'LOGGED'}`, { locking: 'table_rewrite' });
+  const key = (option: string) => option.slice(0, option.indexOf('='));
+  const wanted = new Set(to.options.map(key));
+  const reset = from.options.map(key).filter((k) => !wanted.has(k));
+  const set = to.options.filter((o) => !from.options.includes(o));
+  if (reset.length > 0) emit(`ALTER TABLE ${to.key} RESET (${reset.join(', ')})`);
+  if (set.length > 0) emit(`ALTER TABLE ${to.key} SET (${set.join(', ')})`);
+}
+
+/** The statistics targets the columns of a table made or changed by the plan carry, set after the columns exist. */
+function setColumnStatistics(table: string, columns: readonly { from?: Column; to: Column }[], emit: Emit): void {
+  for (const { from, to } of columns) {
+    if ((from?.statistics ?? null) === to.statistics) continue;
+    emit(`ALTER TABLE ${table} ALTER COLUMN ${quoteIdent(to.name)} SET STATISTICS ${to.statistics ?? -1}`);
+  }
 }
 
 const depth = (t: Table, all: readonly Table[]): number => {
@@ -450,7 +483,7 @@ function changesUniqueness(t: TableDelta): boolean {
 function viewsReadingChanges(views: readonly View[], altered: readonly TableDelta[], changedObjects: readonly string[]): Set<string> {
   const changed = new Set(changedObjects);
   for (const t of altered) {
-    if (t.columns.removed.length > 0 || t.columns.changed.some((c) => c.from.type !== c.to.type)) changed.add(t.to.key);
+    if (t.columns.removed.length > 0 || t.columns.changed.some((c) => c.from.type !== c.to.type || c.from.collation !== c.to.collation)) changed.add(t.to.key);
   }
   const result = new Set<string>();
   for (let grew = true; grew;) {
@@ -494,7 +527,10 @@ function alterColumn(table: string, from: Column, to: Column, enums: ReadonlySet
   if (from.default !== null && from.default !== to.default) alter('DROP DEFAULT');
   if (from.type !== to.type) {
     const using = isEnumTyped(from, enums) ? castThroughText(to.name, to.type) : `${quoteIdent(to.name)}::${to.type}`;
-    alter(`TYPE ${to.type} USING ${using}`, { destructive: 'change_column_type', locking: 'table_rewrite' });
+    alter(`TYPE ${to.type}${collateSql(to)} USING ${using}`, { destructive: 'change_column_type', locking: 'table_rewrite' });
+  } else if (from.collation !== to.collation) {
+    // The same type under another collation: no data changes, but its indexes are rebuilt under an exclusive lock.
+    alter(`TYPE ${to.type}${collateSql(to)}`, { locking: 'table_rewrite' });
   }
   if (from.notNull && !to.notNull) alter('DROP NOT NULL');
   if (!from.notNull && to.notNull) alter('SET NOT NULL', { locking: 'full_table_scan' });
@@ -524,13 +560,16 @@ function renameSequence(from: RelationKey, to: RelationKey, emit: Emit): void {
 
 function columnDefinition(c: Column): string {
   return [
-    `${quoteIdent(c.name)} ${c.type}`,
+    `${quoteIdent(c.name)} ${c.type}${collateSql(c)}`,
     c.identity ? ` ${identitySql(c.identity)}` : '',
     c.generated !== null ? ` GENERATED ALWAYS AS (${c.generated}) STORED` : '',
     c.default !== null ? ` DEFAULT ${c.default}` : '',
     c.notNull ? ' NOT NULL' : '',
   ].join('');
 }
+
+/** A column's collation when it is not its type's; `pg_catalog.default` puts back the type's. */
+const collateSql = (c: Column) => (c.collation !== null ? ` COLLATE ${c.collation}` : '');
 
 const generatedSql = (generation: Identity['generation']) => `GENERATED ${generation === 'always' ? 'ALWAYS' : 'BY DEFAULT'}`;
 /** Names the sequence: left to PostgreSQL, it would be named after the table and column, whatever the desired schema said. */

@@ -18,12 +18,18 @@ const COLUMNS = `pg_attribute a JOIN pg_type t ON t.oid = a.atttypid WHERE a.att
 /** Objects of `catalog` (aliased x, namespace column `column`) in the managed schemas, not an extension's. */
 const ours = (catalog: string, column: string) => `${catalog} x WHERE x.${column} IN ${NAMESPACES} AND ${notExtensionMember(catalog, 'x.oid')}`;
 
+/** An unlogged table's own indexes and sequences (identity, serial) are unlogged with it: they are the table's. */
+const UNLOGGED_WITH_TABLE = `(c.relkind = 'r' OR (c.relkind = 'i' AND EXISTS (SELECT 1 FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
+    WHERE i.indexrelid = c.oid AND t.relpersistence = 'u' AND t.relkind = 'r'))
+  OR (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d JOIN pg_class t ON t.oid = d.refobjid
+    WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i') AND t.relpersistence = 'u')))`;
+
 // One row per offending object, each labelled with the kind a person reads in the error.
 const CENSUS = `
   SELECT CASE c.relkind WHEN 'f' THEN 'foreign_table' ELSE 'relation_kind_' || c.relkind::text END AS kind
     FROM pg_class c WHERE c.oid IN ${RELATIONS} AND c.relkind NOT IN ('r', 'p', 'v', 'm', 'S', 'i', 'I', 'c')
-  UNION ALL SELECT 'unlogged_object' FROM pg_class c WHERE c.oid IN ${RELATIONS} AND c.relpersistence = 'u'
-  UNION ALL SELECT 'storage_parameter' FROM pg_class c WHERE c.oid IN ${RELATIONS} AND c.relkind IN ('r', 'p', 'v', 'm', 'S') AND c.reloptions IS NOT NULL
+  UNION ALL SELECT 'unlogged_object' FROM pg_class c WHERE c.oid IN ${RELATIONS} AND c.relpersistence = 'u' AND NOT ${UNLOGGED_WITH_TABLE}
+  UNION ALL SELECT 'storage_parameter' FROM pg_class c WHERE c.oid IN ${RELATIONS} AND c.relkind IN ('v', 'm', 'S') AND c.reloptions IS NOT NULL
   UNION ALL SELECT 'tablespace' FROM pg_class c WHERE c.oid IN ${RELATIONS} AND c.reltablespace <> 0
   UNION ALL SELECT 'table_access_method' FROM pg_class c JOIN pg_am am ON am.oid = c.relam WHERE c.oid IN ${TABLES} AND am.amname <> 'heap'
   UNION ALL SELECT 'replica_identity' FROM pg_class c WHERE c.oid IN ${TABLES} AND c.relreplident <> 'd'
@@ -35,14 +41,13 @@ const CENSUS = `
   UNION ALL SELECT 'column_privilege' FROM ${COLUMNS} AND a.attacl IS NOT NULL
   UNION ALL SELECT 'type_privilege' FROM ${ours('pg_type', 'typnamespace')} AND x.typacl IS NOT NULL
   UNION ALL SELECT 'default_privilege' FROM pg_default_acl
-  UNION ALL SELECT 'column_collation' FROM ${COLUMNS} AND a.attcollation <> t.typcollation
-  UNION ALL SELECT 'column_statistics_target' FROM ${COLUMNS} AND a.attstattarget >= 0
+  UNION ALL SELECT 'composite_attribute_collation' FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid JOIN pg_class c ON c.oid = a.attrelid
+   WHERE c.oid IN ${RELATIONS} AND c.relkind = 'c' AND a.attnum > 0 AND NOT a.attisdropped AND a.attcollation <> t.typcollation
   UNION ALL SELECT 'column_storage' FROM ${COLUMNS} AND a.attstorage <> t.typstorage
   UNION ALL SELECT 'column_compression' FROM ${COLUMNS} AND a.attcompression <> ''
   UNION ALL SELECT 'column_option' FROM ${COLUMNS} AND a.attoptions IS NOT NULL
   UNION ALL SELECT 'row_type_column' FROM ${COLUMNS} AND t.typrelid <> 0 AND (SELECT r.relkind FROM pg_class r WHERE r.oid = t.typrelid) <> 'c'
   UNION ALL SELECT 'view_column_default' FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid WHERE c.oid IN ${RELATIONS} AND c.relkind IN ('v', 'm')
-  UNION ALL SELECT 'exclusion_constraint' FROM pg_constraint con WHERE con.conrelid IN ${TABLES} AND con.contype = 'x'
   UNION ALL SELECT 'constraint_trigger' FROM pg_constraint con WHERE con.conrelid IN ${TABLES} AND con.contype = 't'
   UNION ALL SELECT CASE WHEN c.relkind NOT IN ('r', 'p') THEN 'view_trigger' ELSE 'disabled_trigger' END
     FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
