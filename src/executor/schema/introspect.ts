@@ -103,7 +103,8 @@ export async function introspect(client: Db): Promise<SchemaModel> {
     .map((r): Routine => ({ ...r, kind: r.kind === 'p' ? 'procedure' : 'function', definition: r.definition.trim() }));
   const triggers = (await rows<{ table: Oid; name: string; definition: string; routine: string }>(
     `SELECT tg.tgrelid::text AS table, tg.tgname AS name, pg_get_triggerdef(tg.oid) AS definition, tg.tgfoid::regprocedure::text AS routine
-       FROM pg_trigger tg WHERE tg.tgrelid = ANY($1::oid[]) AND NOT tg.tgisinternal AND tg.tgparentid = 0`, [tableOids]))
+       FROM pg_trigger tg WHERE tg.tgrelid = ANY($1::oid[]) AND NOT tg.tgisinternal AND tg.tgparentid = 0`,
+    [[...tableOids, ...relations.filter((r) => r.kind === 'v').map((r) => r.oid)]]))
     .map((r): Trigger => ({ ...r, table: keyOf.get(r.table)! }));
   const policies = (await rows<{ table: Oid; name: string; definition: string }>(
     `SELECT p.polrelid::text AS table, p.polname AS name,

@@ -103,6 +103,9 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     recreated.relations.add(view.key);
     for (const i of view.indexes) recreated.targets.add(indexTarget(view.schema, i.name));
   }
+  // A view's own triggers (INSTEAD OF) went with it: those that stay are made again once it is back.
+  const triggersOnRemadeViews = desired.triggers.filter((t) => viewsToDrop.has(t.table) && actual.triggers.some((a) => same(a, t)));
+  for (const t of triggersOnRemadeViews) recreated.targets.add(`TRIGGER ${quoteIdent(t.name)} ON ${t.table}`);
 
   // 3. Foreign keys that go, change, or reference a key that is about to change.
   const uniquenessChanges = new Set(diff.tables.altered.filter(changesUniqueness).map((t) => t.to.key));
@@ -268,8 +271,8 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     }
   }
 
-  // 18. Triggers, once their tables and routines exist.
-  for (const t of [...diff.triggers.added, ...changedTo(diff.triggers), ...triggersToRestore]) emit(t.definition);
+  // 18. Triggers, once their tables, views and routines exist.
+  for (const t of [...diff.triggers.added, ...changedTo(diff.triggers), ...triggersToRestore, ...triggersOnRemadeViews]) emit(t.definition);
 
   // 19. Row-level security and policies.
   for (const t of [...newTables, ...diff.tables.altered.filter((x) => x.rowSecurity).map((x) => x.to)]) {

@@ -49,9 +49,9 @@ const CENSUS = `
   UNION ALL SELECT 'row_type_column' FROM ${COLUMNS} AND t.typrelid <> 0 AND (SELECT r.relkind FROM pg_class r WHERE r.oid = t.typrelid) <> 'c'
   UNION ALL SELECT 'view_column_default' FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid WHERE c.oid IN ${RELATIONS} AND c.relkind IN ('v', 'm')
   UNION ALL SELECT 'constraint_trigger' FROM pg_constraint con WHERE con.conrelid IN ${TABLES} AND con.contype = 't'
-  UNION ALL SELECT CASE WHEN c.relkind NOT IN ('r', 'p') THEN 'view_trigger' ELSE 'disabled_trigger' END
+  UNION ALL SELECT CASE WHEN c.relkind NOT IN ('r', 'p', 'v') THEN 'trigger_on_' || c.relkind::text ELSE 'disabled_trigger' END
     FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
-   WHERE tg.tgrelid IN ${RELATIONS} AND NOT tg.tgisinternal AND (c.relkind NOT IN ('r', 'p') OR tg.tgenabled <> 'O')
+   WHERE tg.tgrelid IN ${RELATIONS} AND NOT tg.tgisinternal AND (c.relkind NOT IN ('r', 'p', 'v') OR tg.tgenabled <> 'O')
   UNION ALL SELECT 'rule' FROM pg_rewrite r WHERE r.ev_class IN ${RELATIONS} AND r.rulename <> '_RETURN'
   UNION ALL SELECT CASE x.prokind WHEN 'a' THEN 'aggregate' ELSE 'window_function' END FROM ${ours('pg_proc', 'pronamespace')} AND x.prokind IN ('a', 'w')
   UNION ALL SELECT CASE x.typtype WHEN 'r' THEN 'range_type' WHEN 'm' THEN 'multirange_type' ELSE 'type' END
