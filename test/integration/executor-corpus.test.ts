@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { ApplyReport, PlanReport } from '../../src/shared/executor-report.js';
 import type { ClassifiedPlanDocument } from '../../src/executor/schema/commands.js';
 import { sharedPostgresUrl } from '../../tools/stack/postgres.js';
-import { COORDINATION_DIGEST, artifactDir, catalogFacts, jsonFile, operationId, queryOnce, roleDatabase, runExecutor, schemaDump } from './executor-helpers.js';
+import { COORDINATION_DIGEST, artifactDir, builtFrom, catalogFacts, jsonFile, operationId, queryOnce, roleDatabase, runExecutor, schemaDump } from './executor-helpers.js';
 
 const CORPUS = fileURLToPath(new URL('../fixtures/schemas', import.meta.url));
 
@@ -78,13 +78,9 @@ for (const name of cases) {
       t.same({ outcome: again.outcome, error: again.error }, { outcome: 'NoChanges', error: undefined }, `${file}: a second plan has no changes`);
 
       // The witness: a database built from the file itself, by the same role, reads exactly as the target.
-      const witness = `${new URL(db.url).pathname.slice(1)}_w${i}`;
-      await db.query(`CREATE DATABASE "${witness}" TEMPLATE template0`);
-      const witnessUrl = new URL(db.url);
-      witnessUrl.pathname = `/${witness}`;
-      await queryOnce(witnessUrl.toString(), sql);
-      t.same(await catalogFacts(db.url), await catalogFacts(witnessUrl.toString()), `${file}: the target's catalog equals a database built from the file`);
-      t.same(await schemaDump(db.url), await schemaDump(witnessUrl.toString()), `${file}: pg_dump prints the target as it prints a database built from the file`);
+      const witness = await builtFrom(db, `w${i}`, sql);
+      t.same(await catalogFacts(db.url), await catalogFacts(witness), `${file}: the target's catalog equals a database built from the file`);
+      t.same(await schemaDump(db.url), await schemaDump(witness), `${file}: pg_dump prints the target as it prints a database built from the file`);
     }
   });
 }

@@ -17,6 +17,8 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
 export const COORDINATION_DIGEST = `sha256:${'c0'.repeat(32)}`;
 
 export type ExecutorEnv = Partial<Record<keyof typeof EXECUTOR_ENV, string>>;
+/** What the helpers need of a test: somewhere to put their clean-up (a benchmark passes its own). */
+export type Teardown = Pick<Test, 'teardown'>;
 
 export function envFor(values: ExecutorEnv): Record<string, string> {
   const env: Record<string, string> = {};
@@ -80,14 +82,14 @@ export async function queryOnce<T extends pg.QueryResultRow>(url: string, sql: s
 }
 
 /** A directory holding `files`, removed when the test ends. */
-export function artifactDir(t: Test, files: Record<string, string>): string {
+export function artifactDir(t: Teardown, files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'ptah-artifact-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
   return dir;
 }
 
-export function jsonFile(t: Test, value: unknown): string {
+export function jsonFile(t: Teardown, value: unknown): string {
   return join(artifactDir(t, { 'value.json': JSON.stringify(value) }), 'value.json');
 }
 
@@ -112,7 +114,7 @@ export interface RoleDatabase {
 }
 
 /** A fresh database owned by a fresh ordinary role (LOGIN CREATEDB, no superuser), as a real target is; both go when the test ends. */
-export async function roleDatabase(t: Test, prefix: string): Promise<RoleDatabase> {
+export async function roleDatabase(t: Teardown, prefix: string): Promise<RoleDatabase> {
   const admin = sharedPostgresUrl();
   const suffix = randomBytes(5).toString('hex');
   const role = `${prefix}_r_${suffix}`;
@@ -138,6 +140,16 @@ export async function roleDatabase(t: Test, prefix: string): Promise<RoleDatabas
     ownedDatabases: async () => (await queryOnce<{ datname: string }>(admin,
       'SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = $1) ORDER BY datname', [role])).map((r) => r.datname),
   };
+}
+
+/** A database built straight from `sql` by `db`'s role, next to it: what a converged target must read as. */
+export async function builtFrom(db: RoleDatabase, label: string, sql: string): Promise<string> {
+  const witness = `${new URL(db.url).pathname.slice(1)}_${label}`;
+  await db.query(`CREATE DATABASE "${witness}" TEMPLATE template0`);
+  const url = new URL(db.url);
+  url.pathname = `/${witness}`;
+  await queryOnce(url.toString(), sql);
+  return url.toString();
 }
 
 // An independent witness of a database's schema, read straight from the catalog without the executor's model:
