@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { freePort } from './ports.js';
+import { onInterrupt, trackGroup } from './processes.js';
 
 const PG_BIN = process.env.PTAH_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const SERVER_USER = 'postgres';
@@ -64,10 +65,12 @@ export async function startPostgres(): Promise<PostgresServer> {
   rmSync(pwFile);
 
   const port = await freePort();
+  // Its own process group, tracked like the control plane's: however the harness ends, the server ends with it.
   const child = spawn('runuser', ['-u', SERVER_USER, '--', join(PG_BIN, 'postgres'), '-D', dataDir, '-p', String(port),
     '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${socketDir}`, '-c', 'fsync=off',
     '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=200'],
-  { stdio: ['ignore', 'ignore', 'pipe'] });
+  { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  trackGroup('postgres', child);
   let serverLog = '';
   child.stderr?.on('data', (chunk: Buffer) => { serverLog = (serverLog + chunk.toString()).slice(-4000); });
 
@@ -158,8 +161,6 @@ function once<T>(fn: () => Promise<T>): () => Promise<T> {
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const server = await startPostgres();
   process.stdout.write(`${TEST_PG_URL_ENV}=${server.url}\n`);
-  const shutdown = () => { void server.stop().then(() => process.exit(0)); };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  onInterrupt(() => server.stop());
   setInterval(() => undefined, 1 << 30);
 }

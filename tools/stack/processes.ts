@@ -1,6 +1,8 @@
-// The long-running processes the harness starts (etcd, kube-apiserver, kube-controller-manager, the fake kubelet's
-// containers). Each runs in its own process group so stopping it also stops whatever it forked, and every group
-// still alive is killed when this process exits or is interrupted, so a failed or aborted run leaves nothing behind.
+// The long-running processes the harness starts (etcd, kube-apiserver, kube-controller-manager, PostgreSQL, the fake
+// kubelet's containers). Each runs in its own process group so stopping it also stops whatever it forked, and every
+// group still alive is killed when this process exits or is interrupted, so a failed or aborted run leaves nothing
+// behind. A signal starts an orderly stop (a grace, then SIGKILL); a second one kills every group at once; and if
+// this process dies without running any handler (SIGKILL, or a crash), a reaper it started kills them all.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 
@@ -34,7 +36,7 @@ export class ManagedProcess {
         this.#exit = { code, signal };
         // Like a container runtime when PID 1 ends: whatever the leader forked into its group ends with it.
         if (child.pid !== undefined) signalGroup(child.pid, 'SIGKILL');
-        groups.delete(this);
+        forget(this);
         resolve(this.#exit);
       });
     });
@@ -95,9 +97,9 @@ export function startProcess(options: StartProcessOptions): ManagedProcess {
     closeSync(fd);
   }
   const managed = new ManagedProcess(options.name, child, options.logFile);
-  if (child.pid !== undefined) groups.add(managed);
+  if (child.pid !== undefined) remember(managed);
   child.once('error', (err) => {
-    groups.delete(managed);
+    forget(managed);
     process.stderr.write(`[harness] could not start ${options.name} (${options.command}): ${err.message}\n`);
   });
   return managed;
@@ -107,7 +109,7 @@ export function startProcess(options: StartProcessOptions): ManagedProcess {
 export function trackGroup(name: string, child: ChildProcess, logFile = ''): ManagedProcess {
   installExitHandlers();
   const managed = new ManagedProcess(name, child, logFile);
-  if (child.pid !== undefined && child.exitCode === null) groups.add(managed);
+  if (child.pid !== undefined && child.exitCode === null) remember(managed);
   return managed;
 }
 
@@ -121,15 +123,28 @@ export function onInterrupt(cleanup: () => Promise<void>): () => void {
   return () => cleanups.delete(cleanup);
 }
 
+/** How long an interrupted harness waits for the orderly stop before it kills every group itself. */
+const ORDERLY_STOP_MS = 15_000;
+
 function installExitHandlers(): void {
   if (handlersInstalled) return;
   handlersInstalled = true;
+  startReaper();
   // Last resort: 'exit' handlers cannot wait, so kill every group still alive outright.
   process.once('exit', killAllGroups);
+  let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => {
+    // Every signal is handled, never only the first: a process group's signal and the one tsx relays, or a
+    // terminal's SIGHUP and then SIGTERM, arrive together, and a second, unhandled one would end this process
+    // without its exit handler.
+    process.on(signal, () => {
+      if (stopping) {
+        process.stderr.write(`[harness] ${signal} again: killing everything the harness started\n`);
+        process.exit(signalExitCode(signal));
+      }
+      stopping = true;
       process.stderr.write(`[harness] ${signal}: stopping everything the harness started\n`);
-      const forced = setTimeout(() => process.exit(signalExitCode(signal)), 15_000);
+      const forced = setTimeout(() => process.exit(signalExitCode(signal)), ORDERLY_STOP_MS);
       forced.unref();
       void Promise.allSettled([...cleanups].map((c) => c())).finally(() => process.exit(signalExitCode(signal)));
     });
@@ -139,6 +154,47 @@ function installExitHandlers(): void {
 function killAllGroups(): void {
   for (const p of groups) signalGroup(p.pid, 'SIGKILL');
   groups.clear();
+}
+
+// The reaper: a process of its own (its own group, deaf to the signals that stop a run) that holds the groups this
+// process leads, told over a pipe only this process writes. When the pipe closes, however this process ended, it
+// kills every group still on its list. An orderly exit has emptied the list first.
+const REAPER = `
+  const groups = new Set();
+  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(s, () => {});
+  let pending = '';
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (chunk) => {
+    pending += chunk;
+    for (let i = pending.indexOf('\\n'); i >= 0; i = pending.indexOf('\\n')) {
+      const line = pending.slice(0, i);
+      pending = pending.slice(i + 1);
+      const pid = Number(line.slice(1));
+      if (line[0] === '+') groups.add(pid); else groups.delete(pid);
+    }
+  });
+  process.stdin.on('end', () => {
+    for (const pid of groups) { try { process.kill(-pid, 'SIGKILL'); } catch {} }
+    process.exit(0);
+  });`;
+let reaper: ChildProcess | undefined;
+
+function startReaper(): void {
+  reaper = spawn(process.execPath, ['-e', REAPER], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  reaper.unref();
+  // The pipe must not keep this process alive, and a reaper that is gone must not crash it.
+  (reaper.stdin as unknown as { unref(): void }).unref();
+  reaper.stdin?.on('error', () => undefined);
+}
+
+function remember(p: ManagedProcess): void {
+  groups.add(p);
+  reaper?.stdin?.write(`+${p.pid}\n`);
+}
+
+function forget(p: ManagedProcess): void {
+  if (!groups.delete(p)) return;
+  reaper?.stdin?.write(`-${p.child.pid}\n`);
 }
 
 function signalGroup(pid: number, signal: NodeJS.Signals): void {
