@@ -343,3 +343,21 @@ t.test('an Apply whose result the catalog does not read as promised is rolled ba
   const honest = await runExecutor<ApplyReport>('apply', applyEnv(t, db.url, plan, operationId('honest')));
   t.equal(honest.outcome, 'applied', 'the plan as written applies');
 });
+
+t.test('a reading does not wait behind a session that holds a keyed table exclusively', async (t) => {
+  // The model's reading never waited here; the catalog witness must not either (pg_get_indexdef would).
+  const db = await roleDatabase(t, 'exec_locked');
+  const sql = 'CREATE TABLE public.products (id integer PRIMARY KEY, name text UNIQUE);';
+  await db.query(sql);
+  const holder = new pg.Client({ connectionString: db.url });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  await holder.query('BEGIN');
+  await holder.query('LOCK TABLE public.products IN ACCESS EXCLUSIVE MODE');
+  const planned = await Promise.race([
+    planFor(db.url, schemaDir(t, sql)),
+    new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 20_000)),
+  ]);
+  await holder.query('ROLLBACK');
+  t.equal(planned?.outcome, 'NoChanges', 'the plan finished while the table was locked');
+});

@@ -26,6 +26,21 @@ const grants = (object: string, acl: string, owner: string) =>
       FROM aclexplode(coalesce(${acl}, acldefault(${object}, ${owner}))) a WHERE a.grantee <> ${owner})`;
 /** Storage parameters in name order: the order they were written in means nothing. */
 const sortedOptions = (options: string) => `(SELECT string_agg(o, ',' ORDER BY o) FROM unnest(${options}) o)`;
+/**
+ * A key's or exclusion constraint's index, printed from pg_index alone: pg_get_indexdef takes a lock on the table
+ * (to name its columns), which would make every reading wait behind anyone holding the table exclusively, where the
+ * model's own reading does not. Its constraint's fact (pg_get_constraintdef) prints the rest.
+ */
+const KEY_INDEX = `'backs ' || quote_ident(con.conname) || ' method ' || (SELECT amname FROM pg_am WHERE oid = (SELECT relam FROM pg_class WHERE oid = i.indexrelid))
+  || ' unique ' || i.indisunique::text || ' key columns ' || i.indnkeyatts
+  || ' columns ' || coalesce((SELECT string_agg(coalesce(quote_ident(a.attname), 'expression'), ',' ORDER BY k.n)
+                               FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, n)
+                               LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum), '-')
+  || ' opclasses ' || coalesce((SELECT string_agg(quote_ident(o.opcname), ',' ORDER BY k.n)
+                                 FROM unnest(i.indclass::oid[]) WITH ORDINALITY k(opclass, n) JOIN pg_opclass o ON o.oid = k.opclass), '-')
+  || ' collations ' || coalesce((SELECT string_agg(CASE WHEN k.coll = 0 THEN '-' ELSE k.coll::regcollation::text END, ',' ORDER BY k.n)
+                                  FROM unnest(i.indcollation::oid[]) WITH ORDINALITY k(coll, n)), '-')
+  || ' options ' || i.indoption::text || ' nulls not distinct ' || i.indnullsnotdistinct::text`;
 const relationAclKind = (c: string) => `CASE ${c}.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char"`;
 
 // One row per fact; the union covers every catalog that holds a property of an object in a schema.
@@ -59,10 +74,12 @@ const FACTS = `
     FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
     LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
    WHERE c.oid IN ${RELATIONS}
-  UNION ALL SELECT 'index ' || pg_get_indexdef(i.indexrelid) || ' valid ' || i.indisvalid::text || ' clustered ' || i.indisclustered::text
-         || ' replica identity ' || i.indisreplident::text
+  UNION ALL SELECT 'index ' || i.indexrelid::regclass::text || ' on ' || i.indrelid::regclass::text || ' '
+         || CASE WHEN con.oid IS NULL THEN pg_get_indexdef(i.indexrelid) ELSE ${KEY_INDEX} END
+         || ' valid ' || i.indisvalid::text || ' clustered ' || i.indisclustered::text || ' replica identity ' || i.indisreplident::text
          || ' attached to ' || coalesce((SELECT h.inhparent::regclass::text FROM pg_inherits h WHERE h.inhrelid = i.indexrelid), '-')
-    FROM pg_index i WHERE i.indexrelid IN ${RELATIONS}
+    FROM pg_index i LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.contype IN ('p', 'u', 'x')
+   WHERE i.indexrelid IN ${RELATIONS}
   UNION ALL SELECT 'constraint ' || ${describe('pg_constraint', 'con.oid')} || ' ' || pg_get_constraintdef(con.oid)
          || ' index ' || CASE WHEN con.conindid = 0 THEN '-' ELSE con.conindid::regclass::text END
     FROM pg_constraint con WHERE con.connamespace IN ${NAMESPACES} AND ${notExtensionMember('pg_constraint', 'con.oid')}
