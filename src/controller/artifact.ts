@@ -105,6 +105,18 @@ export async function verificationPolicyStillBinds(pass: AnyPass, source: Artifa
   return undefined;
 }
 
+/**
+ * Why the ConfigMap under the pin's name no longer holds the pinned content, if it does not: what a Job that mounts
+ * the artifact needs (it mounts it by name, and its runner refuses content of another digest). A copy of the same
+ * bytes under that name will do.
+ */
+export async function pinnedContentGone(pass: AnyPass, pin: PinnedArtifact): Promise<string | undefined> {
+  const artifact = await pass.deps.client.tryGet<V1ConfigMap>(configMapRef(pass, pin.configMapName));
+  if (!artifact) return `the artifact ConfigMap ${pin.configMapName} no longer exists`;
+  if (artifactDigest(artifactFiles(artifact)) !== pin.digest) return `the artifact ConfigMap ${pin.configMapName} no longer holds the pinned content`;
+  return undefined;
+}
+
 /** The pinned artifact ConfigMap still stands as pinned (same UID, immutable, same digest). */
 export async function artifactStillPinned(pass: AnyPass, source: ArtifactSource, pin: PinnedArtifact): Promise<string | undefined> {
   if (source.configMapRef.name !== pin.configMapName) return `the spec names artifact ${source.configMapRef.name}, not the pinned ${pin.configMapName}`;

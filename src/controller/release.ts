@@ -3,7 +3,7 @@
 // the cleanup TTL of the Job the claim recorded.
 import type { V1Job } from '@kubernetes/client-node';
 import type { ActiveOperation, PendingLockRelease } from '../shared/api/shapes.js';
-import { CLEANUP_TTL_SECONDS, match } from '../shared/jobclaim.js';
+import { CLEANUP_TTL_SECONDS, match, type JobClaim } from '../shared/jobclaim.js';
 import { leaseTaken } from './claim-values.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
 
@@ -62,7 +62,7 @@ export async function completePendingLockRelease(pass: AnyPass, clearRecord: () 
  * and only when the Job passes the claim's fixed match (the match the controller-write webhook applies).
  * `retiredEpoch`: the claim belongs to an epoch a rotation retired (a schema's pendingBindingRetirement).
  */
-export async function giveJobCleanupTtl(pass: AnyPass, claim: ActiveOperation, known?: V1Job, options: { retiredEpoch?: boolean } = {}): Promise<void> {
+export async function giveJobCleanupTtl(pass: AnyPass, claim: JobClaim, known?: V1Job, options: { retiredEpoch?: boolean } = {}): Promise<void> {
   if (!claim.jobUID || !claim.admissionSnapshot) return;
   const job = known ?? (await pass.readJob(claim.jobName));
   if (!job || job.metadata?.uid !== claim.jobUID || job.spec?.ttlSecondsAfterFinished !== undefined) return;

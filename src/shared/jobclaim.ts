@@ -53,6 +53,33 @@ export interface JobClaim {
   planRef?: ObjectRef;
 }
 
+/** What a schema's pending observation keeps of the Apply claim it outlives. */
+export interface RecordedApply {
+  applyOperationID: string;
+  applyJobName: string;
+  applyJobUID?: string;
+  executionBindingID: string;
+  admissionSnapshot?: SnapshotLike;
+  plan: ObjectRef;
+}
+
+/**
+ * The claim an Apply's record fixes, once the claim itself is gone: what the controller holds the Apply's Job to
+ * (adopting its UID, giving it its cleanup TTL) and what the controller-write webhook admits the TTL by. It keeps no
+ * input fingerprint, so the Job's own is read; the template digest pins it.
+ */
+export function recordedApplyClaim(record: RecordedApply): JobClaim {
+  return {
+    type: 'Apply',
+    id: record.applyOperationID,
+    jobName: record.applyJobName,
+    jobUID: record.applyJobUID,
+    executionBindingID: record.executionBindingID,
+    admissionSnapshot: record.admissionSnapshot,
+    planRef: { name: record.plan.name, uid: record.plan.uid },
+  };
+}
+
 /**
  * `rebuild`: the caller rebuilt the Job from the claim's unchanged inputs (the owner reference comes from it);
  * `submitted` when the Job is a create not yet read back. `claim-fixed`: the inputs may have moved since the

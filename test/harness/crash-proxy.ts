@@ -185,7 +185,7 @@ export async function startCrashProxy(options: CrashProxyOptions): Promise<Crash
     if (body) record.body = parseJson(body);
     if (keep(record)) requests.push(record);
     const candidate = body && armed && armed.trigger.match(record) ? armed : undefined;
-    const fault = candidate ? undefined : faults?.decide({ method, watch: isWatch(req.url ?? '') });
+    const fault = candidate ? undefined : faults?.decide({ method, watch: isWatch(req.url ?? ''), path, body: record.body });
     if (fault) record.fault = fault.kind;
     if (fault && fault.kind !== 'watchDrop') faults?.applied(fault.kind);
     if (fault?.kind === 'latency') await new Promise((resolve) => setTimeout(resolve, fault.ms));

@@ -23,7 +23,8 @@ export type FaultDecision =
   | { kind: 'watchDrop'; afterMs: number };
 
 export interface FaultInjector {
-  decide(request: { method: string; watch: boolean }): FaultDecision | undefined;
+  /** `path` (without the query) and `body` (a write's, parsed) let a test aim a fault at one request. */
+  decide(request: { method: string; watch: boolean; path?: string; body?: unknown }): FaultDecision | undefined;
   /** The proxy calls this when it applied a fault. */
   applied(kind: FaultKind): void;
   readonly counts: Readonly<Record<FaultKind, number>>;

@@ -11,7 +11,7 @@ import { leaseNameFor } from '../../src/shared/realm.js';
 import { LEASE_EPOCH_ANNOTATION } from '../../src/shared/targetlock.js';
 import type { TestDatabase } from '../../tools/stack/postgres.js';
 import { waitFor } from '../../tools/stack/wait.js';
-import { applyClaim as migrationApplyClaim, outcomeOf, podsOf, type CrashWorld, type RunningApply } from './crash-world.js';
+import { applyClaim as migrationApplyClaim, outcomeOf, podsOf, schemaStatusWrite, within, type CrashWorld, type RunningApply } from './crash-world.js';
 import { jobsOf } from './migration-world.js';
 import { sampleObjects } from './operator-install.js';
 import { SCHEMA_SAMPLE, WAIT_MS, watchSchemas, type SchemaWorld } from './schema-world.js';
@@ -27,6 +27,52 @@ export const PRODUCTS = `CREATE TABLE products (
 
 export const applyClaim = (status: PtahSchemaStatus | undefined): ActiveOperation | undefined =>
   (status?.activeOperation?.type === 'Apply' ? status.activeOperation : undefined);
+
+/** Every stored version of the sample PtahSchema in the crash world's namespace from now on. */
+export const watchSchemaStates = (tt: Test, w: CrashWorld['w']): Promise<PtahSchema[]> => watchSchemas(tt, { ns: w.ns } as Pick<SchemaWorld, 'ns'> as SchemaWorld, NAME);
+
+/**
+ * The sample's policy, desired schema (products with a note column), Secret and PtahSchema (Always, realm `key`,
+ * Job deadline and Apply window `activeDeadlineSeconds`), in the crash world's namespace, on `db`.
+ */
+export async function installSampleSchema(w: CrashWorld['w'], db: TestDatabase, key: string, activeDeadlineSeconds: number): Promise<void> {
+  for (const obj of await sampleObjects(SCHEMA_SAMPLE)) {
+    obj.metadata = { ...obj.metadata, namespace: w.ns };
+    if (obj.kind === 'Secret') (obj as V1Secret).stringData = { url: db.url };
+    if (obj.kind === 'ConfigMap' && (obj as V1ConfigMap).data?.['schema.sql']) (obj as V1ConfigMap).data = { 'schema.sql': WITH_NOTE };
+    if (obj.kind === KINDS.PtahSchema.kind) {
+      const { spec } = obj as PtahSchema;
+      spec.target.coordinationKey = key;
+      // The database's locks are waited for up to four minutes, never past the window (admission holds them to it).
+      spec.policy = { ...spec.policy, apply: 'Always', lockTimeout: `${Math.min(240, activeDeadlineSeconds)}s` };
+      spec.execution = { ...spec.execution, activeDeadlineSeconds };
+    }
+    await w.admin.create(obj);
+  }
+}
+
+/** The sample PtahSchema as stored now. */
+export const schemaNow = (w: CrashWorld['w']): Promise<PtahSchema> => w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
+
+/** The operation IDs the database recorded a schema Apply under, in order: the database's own account. */
+export const appliesIn = async (w: CrashWorld['w'], db: TestDatabase): Promise<string[]> =>
+  (await w.sql<{ operation_id: string }>(db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq')).map((r) => r.operation_id);
+
+/**
+ * A schema Apply held running, then let finish with the manager killed at the write that records the proof it
+ * owes, and the manager's webhooks unregistered: the proof is owed and nothing reads it while a person acts.
+ */
+export async function proofOwedWithNoManager(tt: Test, cw: CrashWorld, key: string): Promise<HeldSchemaApply> {
+  await cw.startManager();
+  const held = await heldSchemaApply(tt, cw, key);
+  const owed = schemaStatusWrite('the write that records the proof owed', (s) => s.pendingObservation?.applyOperationID === held.claim.id && !s.activeOperation, NAME);
+  const kill = cw.killOn(owed);
+  await held.session.query('ROLLBACK');
+  await within(kill, WAIT_MS, owed.what, () => cw.proxy.disarm());
+  // A person's write is then admitted by the world's own admission service alone.
+  await cw.unregisterManagerWebhooks();
+  return held;
+}
 
 /** A schema Apply held waiting: its plan adds a column to a table a test session holds ACCESS EXCLUSIVE. */
 export interface HeldSchemaApply {
@@ -51,20 +97,8 @@ export async function heldSchemaApply(tt: Test, cw: CrashWorld, key: string): Pr
   await session.query('BEGIN');
   await session.query('LOCK TABLE products IN ACCESS EXCLUSIVE MODE');
   const holder = (await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-  const states = await watchSchemas(tt, { ns: w.ns } as Pick<SchemaWorld, 'ns'> as SchemaWorld, NAME);
-  // The sample's policy, desired schema, Secret and PtahSchema, in this namespace, on this database.
-  for (const obj of await sampleObjects(SCHEMA_SAMPLE)) {
-    obj.metadata = { ...obj.metadata, namespace: w.ns };
-    if (obj.kind === 'Secret') (obj as V1Secret).stringData = { url: db.url };
-    if (obj.kind === 'ConfigMap' && (obj as V1ConfigMap).data?.['schema.sql']) (obj as V1ConfigMap).data = { 'schema.sql': WITH_NOTE };
-    if (obj.kind === KINDS.PtahSchema.kind) {
-      const { spec } = obj as PtahSchema;
-      spec.target.coordinationKey = key;
-      spec.policy = { ...spec.policy, apply: 'Always', lockTimeout: '4m' };
-      spec.execution = { ...spec.execution, activeDeadlineSeconds: 300 };
-    }
-    await w.admin.create(obj);
-  }
+  const states = await watchSchemaStates(tt, w);
+  await installSampleSchema(w, db, key, 300);
   const s = await waitFor(async () => {
     const now = await w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
     return applyClaim(now.status)?.jobUID ? now : undefined;

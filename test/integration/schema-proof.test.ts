@@ -2,38 +2,15 @@
 // a real manager process. Seed: the proof "runs before suspension, before the generation gate and before the
 // realm census, so a schema owing proof cannot be overtaken by anything"; a suspended migration, by contrast, "does
 // not read at all".
-import t, { type Test } from 'tap';
+import t from 'tap';
 import type { V1Lease } from '@kubernetes/client-node';
-import type { PendingObservation, PtahSchema } from '../../src/shared/api/schema-kinds.js';
+import type { PendingObservation } from '../../src/shared/api/schema-kinds.js';
 import { JOB_ANNOTATIONS } from '../../src/shared/job/metadata.js';
 import { leaseNameFor } from '../../src/shared/realm.js';
 import { waitFor } from '../../tools/stack/wait.js';
-import { crashWorld, schemaStatusWrite, within, type CrashWorld } from './crash-world.js';
-import { heldSchemaApply, NAME, type HeldSchemaApply } from './running-applies.js';
+import { crashWorld } from './crash-world.js';
+import { appliesIn, heldSchemaApply, NAME, proofOwedWithNoManager, schemaNow } from './running-applies.js';
 import { schemaJobsOf, WAIT_MS } from './schema-world.js';
-
-
-/** The schema as stored now. */
-const schemaNow = (w: CrashWorld['w']) => w.admin.get<PtahSchema>(w.ref('PtahSchema', NAME));
-/** The operation IDs the held Apply's database recorded, in order: the database's own account. */
-const appliesIn = async (w: CrashWorld['w'], held: HeldSchemaApply) =>
-  (await w.sql<{ operation_id: string }>(held.db, 'SELECT operation_id FROM ptah_migrations.schema_applies ORDER BY seq')).map((r) => r.operation_id);
-
-/**
- * A schema Apply held running, then let finish with the manager killed at the write that records the proof it
- * owes, and the manager's webhooks unregistered: the proof is owed and nothing reads it while a person acts.
- */
-async function proofOwedWithNoManager(t: Test, cw: CrashWorld, key: string): Promise<HeldSchemaApply> {
-  await cw.startManager();
-  const held = await heldSchemaApply(t, cw, key);
-  const owed = schemaStatusWrite('the write that records the proof owed', (s) => s.pendingObservation?.applyOperationID === held.claim.id && !s.activeOperation, NAME);
-  const kill = cw.killOn(owed);
-  await held.session.query('ROLLBACK');
-  await within(kill, WAIT_MS, owed.what, () => cw.proxy.disarm());
-  // A person's write is then admitted by the world's own admission service alone.
-  await cw.unregisterManagerWebhooks();
-  return held;
-}
 
 t.test('a schema suspended while it owes a proof still proves the Apply, hands the realm back, and then rests suspended', async (t) => {
   const cw = await crashWorld(t, { schemas: true });
@@ -67,7 +44,7 @@ t.test('a schema suspended while it owes a proof still proves the Apply, hands t
   }, { what: 'the schema to rest Suspended', timeoutMs: WAIT_MS });
   t.notOk(resting.status?.activeOperation, 'nothing else is claimed while suspended');
   t.same(schemaJobsOf(w, 'apply', NAME).map((j) => j.metadata?.uid), [held.claim.jobUID], 'one Apply Job');
-  t.same(await appliesIn(w, held), [held.claim.id], 'the database applied the plan once');
+  t.same(await appliesIn(w, held.db), [held.claim.id], 'the database applied the plan once');
 });
 
 t.test('an Apply with more Pods than the record keeps: recorded once as unknown, never rewritten in a loop, and still proven', async (t) => {
@@ -97,7 +74,7 @@ t.test('an Apply with more Pods than the record keeps: recorded once as unknown,
   t.equal(records.at(-1)?.applyPodUIDs?.length, 8, 'and keeps eight UIDs');
   // Before the kept UIDs were compared, every pass rewrote the record and ended at once: the proof never started.
   t.ok(proven, 'the proof ran to its end');
-  t.same(await appliesIn(w, held), [held.claim.id], 'the database applied the plan once');
+  t.same(await appliesIn(w, held.db), [held.claim.id], 'the database applied the plan once');
 });
 
 t.test('a target edited while a proof is owed: the proof reads the database the Apply ran against, settles, and only then the new target is read', async (t) => {
@@ -128,5 +105,5 @@ t.test('a target edited while a proof is owed: the proof reads the database the 
       j.spec?.template.spec?.containers[0]?.env?.some((e) => e.name === 'PTAH_DB_URL' && e.valueFrom?.secretKeyRef?.name === 'other-db'));
     return jobs.length > 0 ? true : undefined;
   }, { what: 'a reading of the database the spec now names', timeoutMs: WAIT_MS });
-  t.same(await appliesIn(w, held), [held.claim.id], 'the first database applied the plan once');
+  t.same(await appliesIn(w, held.db), [held.claim.id], 'the first database applied the plan once');
 });

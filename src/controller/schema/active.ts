@@ -8,6 +8,7 @@ import type { V1Job } from '@kubernetes/client-node';
 import type { PtahSchemaPlan, SchemaPhase } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { JobBuildError } from '../../shared/job/index.js';
 import { superviseEveryMs } from '../../shared/lifecycle/supervision.js';
 import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
 import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
@@ -22,6 +23,7 @@ import { planPolicy } from './policy.js';
 import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive } from './proof.js';
 import { retireSchemaClaim } from './retire.js';
 import { publishSchemaReport, writeSchemaClaimFields, type Report } from './status.js';
+import { discardProofUnread, isDeleting, proofArtifactGone } from './unreadable.js';
 /** A claim the driver refused is a defect no retry can mend: looked at again this often. */
 const REFUSED_CLAIM_RETRY_MS = 60_000;
 
@@ -158,10 +160,17 @@ async function renewReadingLease(pass: SchemaPass, claim: ActiveOperation): Prom
 }
 
 async function dispatchSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
+  const deletingProof = isDeleting(pass) && servesProof(pass, claim);
+  const gone = deletingProof ? await proofArtifactGone(pass) : undefined;
+  if (gone) return discardProofUnread(pass, gone);
   try {
     const end = await dispatch(schemaDispatchFamily(pass, claim), { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
     return endPass(end.why, end.requeueAfterMs);
   } catch (e) {
+    // A proof reading that cannot be dispatched on deletion is one no retry mends: deletion ends the proof unread.
+    if (deletingProof && (e instanceof DispatchRefused || e instanceof JobBuildError)) {
+      return discardProofUnread(pass, { reason: 'ReadingRefused', message: `the proof's ${claim.type} cannot be dispatched: ${e.message}` });
+    }
     if (!(e instanceof DispatchRefused)) throw e;
     const message = `operation ${claim.id} (${claim.type}) cannot be dispatched: ${e.message}`;
     await publishSchemaReport(pass, { phase: 'Blocked', reason: 'ClaimRefused', message });
@@ -241,8 +250,9 @@ async function retirePlanAndClaim(pass: SchemaPass, plan: PtahSchemaPlan, messag
 async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<{ authorization: Authorization; plan?: PtahSchemaPlan }> {
   const refuse = (reason: string, message: string) => ({ authorization: { ok: false as const, reason, message } });
   const authorized = (plan?: PtahSchemaPlan) => ({ authorization: { ok: true as const }, ...(plan ? { plan } : {}) });
-  if (pass.s.metadata.deletionTimestamp) return refuse('Deleting', 'the resource is being deleted');
   const proving = servesProof(pass, claim);
+  // Deletion still runs the proof (unreadable.ts): only its readings are dispatched for a resource being deleted.
+  if (isDeleting(pass) && !proving) return refuse('Deleting', 'the resource is being deleted');
   if (pass.s.spec.suspend && !proving) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');
   const inputs = await schemaClaimInputsHold(pass, claim);
   if (!inputs.hold) return refuse('InputsChanged', inputs.why);

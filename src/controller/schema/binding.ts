@@ -4,7 +4,8 @@
 // (status.pendingBindingRetirement): the retired plan, whose approvals are still to be marked stale, and the Job
 // the retired claim dispatched. Each obligation is removed as it is met, the record with its last one, and no
 // other rotation starts while the record stands. No phase or condition reason takes part in any of this.
-import type { PendingBindingRetirement, PtahSchemaStatus } from '../../shared/api/schema-kinds.js';
+import type { PendingBindingRetirement, PendingObservation, PtahSchemaStatus } from '../../shared/api/schema-kinds.js';
+import { recordedApplyClaim } from '../../shared/jobclaim.js';
 import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
 import { bindingOf, bindingToRecord, boundComponentsMoved, newEpoch, rotationMessage } from '../binding.js';
 import { isJobTerminal } from '../evidence.js';
@@ -28,14 +29,29 @@ function rotated(pass: SchemaPass, status: PtahSchemaStatus, epoch: string, reco
   if (status.pendingObservation) status.pendingObservation = { ...status.pendingObservation, planRequired: false };
 }
 
+/** The record once the obligations `met` names are met: it goes with its last one. */
+function remainingRecord(record: PendingBindingRetirement, met: { plan?: boolean; job?: boolean }): PendingBindingRetirement | undefined {
+  const next: PendingBindingRetirement = { ...record, ...(met.plan ? { plan: undefined } : {}), ...(met.job ? { job: undefined } : {}) };
+  return next.plan || next.job ? next : undefined;
+}
+
 /** Settles the obligations `met` names; the record goes with its last one (the seed's settleRetirement). */
 async function settleRetirement(pass: SchemaPass, met: { plan?: boolean; job?: boolean }, extra?: (status: PtahSchemaStatus) => void): Promise<void> {
   const record = pass.status.pendingBindingRetirement;
   if (!record) return;
-  const next: PendingBindingRetirement = { ...record, ...(met.plan ? { plan: undefined } : {}), ...(met.job ? { job: undefined } : {}) };
-  const status: PtahSchemaStatus = { ...pass.status, pendingBindingRetirement: next.plan || next.job ? next : undefined };
+  const status: PtahSchemaStatus = { ...pass.status, pendingBindingRetirement: remainingRecord(record, met) };
   extra?.(status);
   await writeSchemaStatus(pass, status);
+}
+
+/**
+ * The retired Apply's Job the record has to name when no claim of the retired epoch does: an outcome-unknown Apply
+ * of that epoch whose Job UID no pass learned. Its Job may still be created late (its UID is then adopted) or is
+ * given up on at the Apply's horizon, and gets its cleanup TTL once it stops (retiredApplyJobObligation).
+ */
+function unaccountedRetiredApplyJob(pending: PendingObservation | undefined, retiredEpoch: string): PendingBindingRetirement['job'] {
+  if (!pending || pending.outcome !== 'OutcomeUnknown' || pending.executionBindingID !== retiredEpoch || pending.applyJobUID) return undefined;
+  return { operation: 'Apply', name: pending.applyJobName };
 }
 
 /**
@@ -87,10 +103,8 @@ async function rotateExecutionBinding(pass: SchemaPass): Promise<PassEnd | undef
     await writeSchemaStatus(pass, status, report);
     return endPass('binding rotated; the reading is kept until its Job stops');
   }
-  const pending = pass.status.pendingObservation;
-  if (!claim && pending && pending.outcome === 'OutcomeUnknown' && pending.executionBindingID === current.epoch && !pending.applyJobUID) {
-    record.job = { operation: 'Apply', name: pending.applyJobName };
-  }
+  const applyJob = claim ? undefined : unaccountedRetiredApplyJob(pass.status.pendingObservation, current.epoch);
+  if (applyJob) record.job = applyJob;
   if (claim) {
     // An undispatched Apply goes in the write that installs the epoch, handing back a realm it took.
     await retireSchemaClaim(pass, { disposition: 'discard', why: 'ExecutionBindingChanged', record: (status) => rotated(pass, status, epoch, record), report });
@@ -127,7 +141,10 @@ async function reconcileBindingRetirement(pass: SchemaPass): Promise<PassEnd | u
       job: found,
       retiredEpoch: true,
       record: (status) => {
-        status.pendingBindingRetirement = undefined;
+        // The reading named the retired Job in the Apply's place (the rotation records one Job); once it settles,
+        // the Apply it was proving still owes its own, and the record passes to it instead of going.
+        const applyJob = unaccountedRetiredApplyJob(status.pendingObservation, record.retiredEpoch);
+        status.pendingBindingRetirement = applyJob ? { ...record, job: applyJob } : remainingRecord(record, { job: true });
       },
     });
     return endPass('retired reading settled');
@@ -149,10 +166,11 @@ export async function retiredApplyJobObligation(pass: SchemaPass): Promise<PassE
   const record = pass.status.pendingBindingRetirement;
   const pending = pass.status.pendingObservation;
   if (!record?.job || !pending || record.job.name !== pending.applyJobName) return undefined;
-  const asClaim = { type: 'Apply', id: pending.applyOperationID, jobName: pending.applyJobName, executionBindingID: pending.executionBindingID, admissionSnapshot: pending.admissionSnapshot, planRef: { name: pending.plan.name, uid: pending.plan.uid }, inputFingerprint: '', startedAt: pending.recordedAt, attempt: 1 };
+  // Held to what the record fixes, as the controller-write webhook holds the TTL it admits.
+  const applyClaim = recordedApplyClaim(pending);
   const found = await pass.readJob(pending.applyJobName);
   const matches = found !== undefined && found.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === pass.uid) === true &&
-    validateSchemaJobEnvelope(pass, { ...asClaim, ...(pending.applyJobUID ? { jobUID: pending.applyJobUID } : {}) }, found, { retiredEpoch: true }).ok;
+    validateSchemaJobEnvelope(pass, applyClaim, found, { retiredEpoch: true }).ok;
   if (!pending.applyJobUID) {
     if (found && matches) {
       const uid = found.metadata!.uid!;
@@ -166,7 +184,7 @@ export async function retiredApplyJobObligation(pass: SchemaPass): Promise<PassE
   }
   if (found && matches && found.metadata?.uid === pending.applyJobUID) {
     if (!isJobTerminal(found)) return endPass('waiting for the retired Apply Job to stop', RETIREMENT_POLL_MS);
-    await giveJobCleanupTtl(pass, { ...asClaim, jobUID: pending.applyJobUID }, found, { retiredEpoch: true });
+    await giveJobCleanupTtl(pass, applyClaim, found, { retiredEpoch: true });
   }
   await settleRetirement(pass, { job: true });
   return endPass('retired Apply Job accounted for');

@@ -18,6 +18,7 @@ import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { schemaInputFingerprint } from './fingerprint.js';
 import { completeSchemaPendingLockRelease, releaseOwedBy } from './retire.js';
 import { writeSchemaStatus, type Report } from './status.js';
+import { discardProofUnread, readingKeepsFailing } from './unreadable.js';
 
 export class ClaimRefused extends Error {
   override name = 'ClaimRefused';
@@ -120,11 +121,13 @@ export async function claimSchemaApply(pass: SchemaPass, plan: PtahSchemaPlan, a
  * A read-only claim runs again under a new attempt (a new Job name), after spec.execution.failureRetryInterval;
  * the old Job is left to its own deadline, with its cleanup TTL when it passes the claim's fixed match. An
  * ordinary Plan hands its realm back with the failed attempt (its epoch is staged for release in the same write);
- * a proof reading keeps the Apply's.
+ * a proof reading keeps the Apply's. A proof reading of a schema being deleted that keeps failing is not run again:
+ * deletion ends the proof unread.
  */
 export async function retrySchemaReading(pass: SchemaPass, why: string): Promise<PassEnd> {
   const claim = pass.claim;
   if (!claim) throw new ClaimRefused('there is no reading to retry');
+  if (readingKeepsFailing(pass, claim)) return discardProofUnread(pass, { reason: 'ReadingKeepsFailing', message: `${claim.type} attempt ${claim.attempt} failed too: ${why}` });
   await giveJobCleanupTtl(pass, claim);
   const retryMs = parseDuration(pass.s.spec.execution?.failureRetryInterval ?? '30s');
   // The retry takes this attempt out of status as a discarded claim would go: an ordinary Plan hands its realm back,

@@ -1,16 +1,15 @@
 // The finalizer and deletion (the seed's reconcileDeletion). The schema finalizer stays while a claim or a proof
 // is owed: a reading that holds the realm keeps its Lease until its Job stops; a dispatched Apply becomes a proof
-// with an unknown outcome; a proof is ended only once no Apply Pod can run and its horizon has passed, by the write
-// that drops the record and stages its release.
+// with an unknown outcome; and the proof is run as on any pass (its Observe and Plan under the Apply's Lease), and
+// ended unread only when no reading can finish it (unreadable.ts), a Warning Event saying which it was.
 import { FINALIZERS } from '../../shared/api/names.js';
 import { mayHaveDispatched } from '../../shared/lifecycle/dispatch.js';
 import { addFinalizer, hasFinalizer, removeFinalizer } from '../finalizer.js';
 import { isJobTerminal } from '../evidence.js';
-import { endPass, operationOf, type PassEnd, type SchemaPass } from './context.js';
-import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive } from './proof.js';
-import { stageRelease } from '../release.js';
-import { proofRelease, retireSchemaClaim, completeSchemaPendingLockRelease } from './retire.js';
-import { writeSchemaStatus } from './status.js';
+import { reconcileActiveSchema } from './active.js';
+import { endPass, operationOf, servesProof, type PassEnd, type SchemaPass } from './context.js';
+import { finishUncertainSchemaApply, reconcilePendingObservation } from './proof.js';
+import { retireSchemaClaim } from './retire.js';
 
 const DELETION_POLL_MS = 5_000;
 
@@ -45,9 +44,13 @@ export async function reconcileSchemaDeletion(pass: SchemaPass): Promise<PassEnd
     const operation = operationOf(pass, claim);
     if (!operation.known) {
       pass.event('Warning', 'ActiveRunDiscarded', `the resource is deleted while a ${JSON.stringify(claim.type)} operation ${claim.id}, which this manager does not know, is in flight; it is left untouched`);
+      // No proof reading can be claimed beside it: the manager that knows it finishes it, and then the proof.
+      if (pass.status.pendingObservation) return endPass('deleting: a proof waits behind an operation this manager does not know', 60_000);
     } else if (operation.mutating && mayHaveDispatched(claim)) {
       await finishUncertainSchemaApply(pass, { reason: 'Deleting', message: 'the resource is being deleted while this Apply may have run' });
       return endPass('dispatched Apply on deletion: proof owed');
+    } else if (servesProof(pass, claim)) {
+      return reconcileActiveSchema(pass, claim);
     } else {
       if (operation.holdsRealm && claim.jobUID) {
         const job = await pass.readJob(claim.jobName);
@@ -57,21 +60,7 @@ export async function reconcileSchemaDeletion(pass: SchemaPass): Promise<PassEnd
       return endPass('claim retired on deletion');
     }
   }
-  const pending = pass.status.pendingObservation;
-  if (pending) {
-    const renewed = await acquirePendingLock(pass);
-    if (renewed) return renewed;
-    const active = await possibleApplyPodActive(pass);
-    if (active) return active;
-    const wait = pending.observeAfter ? Date.parse(pending.observeAfter) - pass.now().getTime() : 0;
-    if (wait > 0) return endPass('deleting: waiting for the Apply window to pass', Math.min(wait, DELETION_POLL_MS));
-    const next = { ...pass.status, pendingObservation: undefined };
-    stageRelease(pass.status.pendingLockRelease, next, proofRelease(pending));
-    await writeSchemaStatus(pass, next);
-    pass.event('Warning', 'ProofDiscarded', `the resource is deleted with the proof of Apply ${pending.applyOperationID} (${pending.outcome}) owed; nothing of it can still write, and its realm is handed back`);
-    await completeSchemaPendingLockRelease(pass);
-    return endPass('proof ended on deletion');
-  }
+  if (pass.status.pendingObservation) return reconcilePendingObservation(pass);
   pass.s = await removeFinalizer(pass.deps.client, pass.s, FINALIZERS.schema);
   return endPass('finalizer removed on deletion', 60_000);
 }

@@ -16,6 +16,7 @@ import { currentPlanStatus, PlanError, publishSchemaPlan } from './plan.js';
 import { finishUncertainSchemaApply, recordApplyAccount } from './proof.js';
 import { planPolicyReport } from './policy.js';
 import { retireSchemaClaim } from './retire.js';
+import { isDeleting } from './unreadable.js';
 
 const MAX_MESSAGE = 1024;
 
@@ -128,7 +129,8 @@ export async function harvestSchemaObserve(pass: SchemaPass, claim: ActiveOperat
  * Harvests a terminal Plan Job. An ordinary Plan publishes its plan (or finds nothing to change). A proof's Plan
  * settles the proof when it read the database the Apply ran against: no changes proves convergence (with no Apply
  * attributed after an unknown outcome); changes account the Apply as not converged and publish a new plan that needs
- * its own approval, never a replay. Either way the record goes, and the same write stages the proof's release.
+ * its own approval, never a replay (none while the resource is being deleted). Either way the record goes, and the
+ * same write stages the proof's release.
  */
 export async function harvestSchemaPlan(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
   const read = await readOperationFrame(pass, claim, job, 'plan');
@@ -160,7 +162,15 @@ export async function harvestSchemaPlan(pass: SchemaPass, claim: ActiveOperation
   let settle: (status: PtahSchemaStatus) => void = () => {};
   let report;
   let published: ReturnType<typeof currentPlanStatus> | undefined;
-  if (result.planOutcome === 'Changes') {
+  if (result.planOutcome === 'Changes' && isDeleting(pass)) {
+    // Nothing can approve or apply a plan of a resource being deleted (admission refuses an approval of it), so none
+    // is published: the reading settles the proof all the same, as not converged.
+    report = { phase: 'Pending' as const, reason: 'PlanWithheld', message: `the database differs from the desired schema (${result.plan!.statementCount} statement(s)); no plan is published for a resource being deleted` };
+    settle = (status) => {
+      status.plan = undefined;
+      if (status.target) status.target = { ...status.target, drift: true };
+    };
+  } else if (result.planOutcome === 'Changes') {
     let plan;
     try {
       plan = await publishSchemaPlan(pass, claim, result.plan!, result.planContentDigest!, result.targetIdentityDigest);
@@ -229,7 +239,9 @@ export async function harvestSchemaPlan(pass: SchemaPass, claim: ActiveOperation
     },
     report: final,
   });
-  if (proving) {
+  if (proving && isDeleting(pass)) {
+    pass.event('Warning', 'ProofReadOnDeletion', `the resource is deleted with the proof of Apply ${pending!.applyOperationID} owed, and it was read: ${final.message}; its realm is handed back`);
+  } else if (proving) {
     pass.event(result.planOutcome === 'NoChanges' ? 'Normal' : 'Warning', result.planOutcome === 'NoChanges' ? 'ConvergenceProven' : 'ApplyNotConverged', final.message);
   }
   if (previous && previous.uid !== published?.uid) {

@@ -6,7 +6,7 @@ import { API_VERSION, KINDS } from '../../shared/api/names.js';
 import type { PtahSchemaPlan } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { JobBuildError, rebuildClaimJob } from '../../shared/job/index.js';
-import { match, type Verdict } from '../../shared/jobclaim.js';
+import { match, type JobClaim, type Verdict } from '../../shared/jobclaim.js';
 import { servesProof, type SchemaPass } from './context.js';
 import { schemaInputFingerprint } from './fingerprint.js';
 
@@ -66,7 +66,7 @@ function validateAdoptedJobIntent(pass: SchemaPass, claim: ActiveOperation, job:
 }
 
 /** What the claim fixes, without a rebuild (the match the controller-write webhook applies to the cleanup TTL). */
-export function validateSchemaJobEnvelope(pass: SchemaPass, claim: ActiveOperation, job: V1Job, options: { retiredEpoch?: boolean } = {}): Verdict {
+export function validateSchemaJobEnvelope(pass: SchemaPass, claim: JobClaim, job: V1Job, options: { retiredEpoch?: boolean } = {}): Verdict {
   return match(job, claim, { kind: 'claim-fixed', owner: pass.owner() }, options.retiredEpoch ? undefined : pass.bindingInForce());
 }
 

@@ -15,6 +15,7 @@ import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { retiredApplyJobObligation } from './binding.js';
 import { retireSchemaClaim } from './retire.js';
 import { publishSchemaReport, writeSchemaStatus } from './status.js';
+import { discardProofUnread, proofArtifactGone } from './unreadable.js';
 
 /** How often a pending proof is looked at while it waits: well inside the shortest Lease. */
 const PROOF_POLL_MS = 5_000;
@@ -177,7 +178,8 @@ const uidsOf = (pods: V1Pod[]): string[] => pods.map((pod) => pod.metadata?.uid)
 /**
  * The outstanding proof, ahead of suspension, the generation gate and the realm census (the seed's
  * reconcilePendingObservation): renew its Lease, wait until no Apply Pod can run and the horizon has passed, then
- * claim the Observe, or the Plan once the raw observation is in, whether or not the schema is suspended.
+ * claim the Observe, or the Plan once the raw observation is in, whether or not the schema is suspended, and
+ * whether or not it is being deleted, unless deletion finds that no reading can finish it (unreadable.ts).
  */
 export async function reconcilePendingObservation(pass: SchemaPass): Promise<PassEnd> {
   const renewed = await acquirePendingLock(pass);
@@ -192,5 +194,7 @@ export async function reconcilePendingObservation(pass: SchemaPass): Promise<Pas
     await publishSchemaReport(pass, { phase: 'VerifyingConvergence', reason: 'AwaitingApplyWindow', message: `the outcome of Apply ${pending.applyOperationID} is unknown; its proof starts at ${pending.observeAfter}, once no Pod of it can run` });
     return endPass('waiting for the Apply window to pass', Math.min(wait, PROOF_POLL_MS));
   }
+  const unreadable = await proofArtifactGone(pass);
+  if (unreadable) return discardProofUnread(pass, unreadable);
   return claimProofReading(pass, pending.planRequired ? 'Plan' : 'Observe');
 }

@@ -8,7 +8,7 @@ import type { PtahSchema, PtahSchemaPlan } from '../../shared/api/schema-kinds.j
 import { JobBuildError, rebuildClaimJob } from '../../shared/job/index.js';
 import { familyOfKind, OWNER_KIND } from '../../shared/job/metadata.js';
 import { runnerOperationFor } from '../../shared/job/operations.js';
-import { CLEANUP_TTL_SECONDS, isCleanupTtlUpdate, match, type BindingInForce, type JobClaim } from '../../shared/jobclaim.js';
+import { CLEANUP_TTL_SECONDS, isCleanupTtlUpdate, match, recordedApplyClaim, type BindingInForce, type JobClaim } from '../../shared/jobclaim.js';
 import { RealmError, realmDigestOf } from '../../shared/realm.js';
 import { allow, refuse, type Verdict } from '../admission.js';
 import { readObject } from '../reads.js';
@@ -115,15 +115,7 @@ function recordNaming(owner: Owner, job: SubmittedJob): JobClaim | undefined {
   if (owner.kind !== OWNER_KIND.schema) return undefined;
   const pending = (owner as PtahSchema).status?.pendingObservation;
   if (!pending || pending.applyJobName !== name || pending.applyJobUID !== uid) return undefined;
-  return {
-    type: 'Apply',
-    id: pending.applyOperationID,
-    jobName: pending.applyJobName,
-    jobUID: pending.applyJobUID,
-    executionBindingID: pending.executionBindingID,
-    admissionSnapshot: pending.admissionSnapshot,
-    planRef: { name: pending.plan.name, uid: pending.plan.uid },
-  };
+  return recordedApplyClaim(pending);
 }
 
 /** The binding to hold the Job to: the one in force, or none for the retired epoch a retirement record names. */
