@@ -7,19 +7,9 @@ import type { PtahSchema, PtahSchemaApproval, PtahSchemaPlan, PtahSchemaPlanChun
 import { API_VERSION, KINDS } from '../shared/api/names.js';
 import { ApiError, isNotFound, type KubeClient } from '../shared/kube-client.js';
 import { reconstructPlanBytes } from '../shared/planstore.js';
+import { CliError } from './errors.js';
 import { formatExplanation, formatTable, statusRow, type PtahResource, type ResourceKind } from './explain.js';
 import { migrationPlanSummary, parsePlanDocument, planSql, schemaPlanSummary } from './plan-format.js';
-
-/** A failure the person can act on; printed as `error: <message>` with exit code 1 (or 2 for usage). */
-export class CliError extends Error {
-  override name = 'CliError';
-  constructor(
-    message: string,
-    readonly exitCode: 1 | 2 = 1,
-  ) {
-    super(message);
-  }
-}
 
 export interface Context {
   client: KubeClient;

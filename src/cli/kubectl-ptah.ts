@@ -6,9 +6,9 @@
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
-import { ApiError, restClient } from '../shared/kube-client.js';
-import { acknowledgeCommand, approveCommand, CliError, explainCommand, planCommand, statusCommand, type Context } from './commands.js';
+// Only type imports of cluster.js here: its code (and @kubernetes/client-node) loads when a command needs the cluster.
+import type { Command } from './cluster.js';
+import { CliError } from './errors.js';
 
 const USAGE = `Usage: kubectl ptah <command> [flags]
 
@@ -38,23 +38,9 @@ const defaultIo: RunIo = {
   err: (line) => process.stderr.write(`${line}\n`),
 };
 
-/**
- * The caller's kubeconfig, through client-node rather than the manager's loader: a person's kubeconfig often
- * authenticates with an exec plugin or an auth provider (EKS, GKE, OIDC), which only client-node runs. kubectl-ptah
- * is a short-lived process, so client-node's memory (the manager's reason to drop it) does not matter here.
- */
-function callerKubeConfig(file: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  const named = file ? ` ${file}` : '';
-  try {
-    if (file) kc.loadFromFile(file);
-    else kc.loadFromDefault();
-  } catch (e) {
-    throw new CliError(`cannot load the kubeconfig${named}: ${(e as Error).message}`);
-  }
-  if (!kc.getCurrentCluster()) throw new CliError(`the kubeconfig${named} names no current cluster; pass --kubeconfig`);
-  return kc;
-}
+// A record rather than a list, so the compiler holds it to cluster.ts's commands both ways.
+const COMMANDS: Record<Command, true> = { status: true, explain: true, plan: true, approve: true, acknowledge: true };
+const isCommand = (word: string): word is Command => Object.hasOwn(COMMANDS, word);
 
 /** Runs one invocation; returns the exit code instead of exiting so tests can call it in-process. */
 export async function run(argv: readonly string[], io: RunIo = defaultIo): Promise<number> {
@@ -90,21 +76,17 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
   };
   try {
     if (!command) throw new CliError('no command given', 2);
-    if (!['status', 'explain', 'plan', 'approve', 'acknowledge'].includes(command)) throw new CliError(`unknown command ${JSON.stringify(command)}`, 2);
+    if (!isCommand(command)) throw new CliError(`unknown command ${JSON.stringify(command)}`, 2);
     if (values['all-namespaces'] && command !== 'status') throw new CliError('-A is for status only', 2);
     if (values.output !== undefined && command !== 'plan') throw new CliError('-o is for plan only', 2);
-    // Arguments are checked before the kubeconfig is read, so a usage error never depends on the cluster.
+    // Arguments are checked before the kubeconfig is read, so a usage error never depends on the cluster, and
+    // before the cluster client is loaded, so it costs no more than node's start.
     const target = command === 'status' ? expect(0, 'no argument') : expect(1, command === 'explain' ? '<kind>/<name>' : '<name>');
-    const kc = callerKubeConfig(values.kubeconfig);
-    const namespace = values.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
-    const ctx: Context = { client: await restClient(kc, { fieldManager: 'kubectl-ptah', timeoutMs: 15_000 }), namespace, out: io.out };
-    switch (command) {
-      case 'status': await statusCommand(ctx, values['all-namespaces'] ?? false); break;
-      case 'explain': await explainCommand(ctx, target, values.kind); break;
-      case 'plan': await planCommand(ctx, target, values.kind, values.output); break;
-      case 'approve': await approveCommand(ctx, target, values.kind); break;
-      case 'acknowledge': await acknowledgeCommand(ctx, target, values.kind); break;
-    }
+    const { runOnCluster } = await import('./cluster.js');
+    await runOnCluster({
+      command, target, namespace: values.namespace, allNamespaces: values['all-namespaces'] ?? false,
+      kind: values.kind, output: values.output, kubeconfig: values.kubeconfig,
+    }, io.out);
     return 0;
   } catch (e) {
     if (e instanceof CliError) {
@@ -113,7 +95,7 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
       return e.exitCode;
     }
     // An ApiError says which request failed and what the API server answered; nothing of the kubeconfig.
-    io.err(`error: ${e instanceof ApiError ? e.message : e instanceof Error ? e.message : String(e)}`);
+    io.err(`error: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
 }

@@ -13,6 +13,25 @@ export function enableDefaultMetrics(): void {
   collectDefaultMetrics({ register: registry });
 }
 
+/**
+ * The registry's exposition, rendered at most once per `periodMs` and shared by every scrape in that period, as
+ * bytes so that no answer encodes it again. A render that fails is not kept.
+ */
+export function cachedScrape(periodMs: number): () => Promise<Buffer> {
+  let cached: { at: number; bytes: Promise<Buffer> } | undefined;
+  return () => {
+    const now = performance.now();
+    if (cached && now - cached.at < periodMs) return cached.bytes;
+    const bytes = registry.metrics().then((text) => Buffer.from(text));
+    const entry = { at: now, bytes };
+    cached = entry;
+    bytes.catch(() => {
+      if (cached === entry) cached = undefined;
+    });
+    return bytes;
+  };
+}
+
 export type AdmissionDecision = 'allowed' | 'denied' | 'errored';
 
 export const webhookMetrics = {

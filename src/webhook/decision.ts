@@ -11,7 +11,7 @@ import { MUTATION_REQUEST_UID, decisionKindOf, decisionObjectOf, type DecisionKi
 import { authorOf, sameIdentity } from './identity.js';
 import { describeRef, readAll, readObject } from './reads.js';
 import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
-import type { AdmissionContext } from './server.js';
+import type { AdmissionContext } from './judge.js';
 
 const ROUTE = WEBHOOK_PATHS.decision;
 

@@ -10,7 +10,7 @@ import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
 import { realmOverlap, type RealmGrant } from '../shared/realm.js';
 import { allow, clip, kindOfValue, optionalObject, Refusal, refuse, rejectRequest, type AdmissionRequest, type Verdict } from './admission.js';
 import { readFailure } from './reads.js';
-import type { AdmissionContext } from './server.js';
+import type { AdmissionContext } from './judge.js';
 
 const ENGINE = new RegExp(ENGINE_PATTERN);
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;

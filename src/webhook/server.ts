@@ -1,22 +1,21 @@
-// The manager's one HTTPS service: the four admission routes, /healthz, /readyz and /metrics. buildServer never
-// listens and installs no process handlers, so tests drive it through inject() or on port 0, and main.ts owns
-// the lifecycle.
-import { STATUS_CODES, type OutgoingHttpHeader } from 'node:http';
+// The manager's one HTTPS service: the admission routes (routes.ts), /healthz, /readyz and /metrics. buildServer
+// composes them; it never listens and installs no process handlers, so tests drive it through inject() or on port
+// 0, and main.ts owns the lifecycle.
+import { STATUS_CODES, type OutgoingHttpHeader, type ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import helmet from '@fastify/helmet';
 import Fastify, {
   LogController,
-  type FastifyBaseLogger,
+  type FastifyError,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
   type HookHandlerDoneFunction,
 } from 'fastify';
-import { WEBHOOK_PATHS, type WebhookPath } from '../shared/api/webhooks.js';
 import type { Clock } from '../shared/clock.js';
 import type { UncachedReader } from '../shared/kube.js';
 import type { Logger } from '../shared/logger.js';
-import { registry, webhookMetrics } from '../shared/metrics.js';
+import { cachedScrape, registry, webhookMetrics } from '../shared/metrics.js';
 import type { ServingCertificate } from '../shared/tls.js';
 import {
   ADMISSION_REVIEW_SCHEMA,
@@ -24,16 +23,13 @@ import {
   badRequest,
   internalError,
   reviewResponse,
-  type AdmissionRequest,
   type AdmissionReview,
   type Verdict,
   unsendableValue,
 } from './admission.js';
-import { judgeControllerWrite } from './controller-write/index.js';
-import { judgeDecision } from './decision.js';
-import { judgeRealm } from './realm.js';
-import { judgeStamp } from './stamp.js';
-import { judgeStatusWrite } from './status-write.js';
+import { guardedHttpsServer } from './connections.js';
+import type { AdmissionContext, ManagerImages } from './judge.js';
+import { ADMISSION_ROUTES } from './routes.js';
 
 /**
  * The largest AdmissionReview the API server sends these routes is the CREATE of a full 512 KiB plan chunk (a
@@ -47,18 +43,41 @@ export const BODY_LIMIT = 1024 * 1024;
 
 /**
  * The whole request, headers and body, must arrive within this; the API server stops waiting for an answer after
- * WEBHOOK_TIMEOUT_SECONDS (10 s) anyway, so a request still arriving then is no one's. It bounds the TLS
- * handshake too. A kept-alive connection idle between requests is not timed by it (keepAliveTimeout is).
+ * WEBHOOK_TIMEOUT_SECONDS (10 s) anyway, so a request still arriving then is no one's. A kept-alive connection idle
+ * between requests is not timed by it (KEEP_ALIVE_TIMEOUT_MS is).
  */
 export const REQUEST_TIMEOUT_MS = 10_000;
+
+/**
+ * The TLS handshake, and a request's headers, must be done within this (or the request timeout, when shorter). The
+ * API server's take milliseconds; a connection that has not got that far is holding a slot, not using it.
+ */
+export const GREETING_TIMEOUT_MS = 3000;
+
+/**
+ * A connection idle after an answer is closed after this (Fastify's default kept it 72 s). The API server keeps
+ * its connections while it sends requests and opens one again after a pause; Node's default.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 5000;
+
+/**
+ * A connection with no traffic either way for this long is cut: above all one whose client does not read its
+ * answer, which no other timeout covers. Longer than a request may take, judging included.
+ */
+export const STALLED_CONNECTION_MS = 30_000;
+
+/** How long one rendering of /metrics is served: scrapes, however many and from wherever, cost one a period. */
+export const METRICS_CACHE_MS = 1000;
 
 /** How often Node looks for requests past their timeout, so a stalled client is cut within timeout + this. */
 export const CONNECTION_CHECK_INTERVAL_MS = 1000;
 
 /**
- * Open connections at most; the next is dropped (the API server treats that as a failed call and, failing
- * closed, refuses the request). The API server keeps a pool of connections per replica, far below this, and
- * MAX_CONNECTIONS bodies of BODY_LIMIT, with their parse, stay well inside the pod's 512 Mi.
+ * Open connections at most. One arriving at the cap evicts the connection that has waited longest with no request
+ * in hand (src/webhook/connections.ts); only when every one is receiving or judging a request is the newcomer
+ * dropped (the API server treats that as a failed call and, failing closed, refuses the request). The API server
+ * keeps a pool of connections per replica, far below this, and MAX_CONNECTIONS bodies of BODY_LIMIT, with their
+ * parse, stay well inside the pod's 512 Mi.
  */
 export const MAX_CONNECTIONS = 128;
 
@@ -68,31 +87,8 @@ export interface ServerLimits {
   maxConnections: number;
 }
 
-/** The images and revision this manager records on the Jobs it builds; a rebuild takes a live Job's own first. */
-export interface ManagerImages {
-  controllerImage: string;
-  controllerRevision: string;
-  runnerImage: string;
-}
-
-export interface AdmissionContext {
-  reader: UncachedReader;
-  managerUsername: string;
-  manager: ManagerImages;
-  now: () => Date;
-  log: FastifyBaseLogger;
-}
-
-export type Judge = (request: AdmissionRequest, ctx: AdmissionContext) => Promise<Verdict>;
-
-// One judge per registered path (src/shared/api/webhooks.ts registers them with the API server).
-const JUDGES: Record<WebhookPath, Judge> = {
-  [WEBHOOK_PATHS.stamp]: judgeStamp,
-  [WEBHOOK_PATHS.decision]: judgeDecision,
-  [WEBHOOK_PATHS.controllerWrite]: judgeControllerWrite,
-  [WEBHOOK_PATHS.statusWrite]: judgeStatusWrite,
-  [WEBHOOK_PATHS.realm]: judgeRealm,
-};
+// controller-write's modules still import AdmissionContext from here; the other routes take it from judge.js.
+export type { AdmissionContext, ManagerImages } from './judge.js';
 
 export interface ServerDeps {
   /** Uncached API reads; never an informer cache. */
@@ -145,12 +141,29 @@ function securityHeaders(): Promise<SecurityHeaders> {
   return securityHeadersOnce;
 }
 
-/** Sets `headers` on the raw response, where helmet set them, so every answer (errors and 404s too) carries them. */
+/** Sets `headers` on the raw response, where helmet set them. */
+function setHeaders(res: ServerResponse, headers: SecurityHeaders): void {
+  for (const [name, value] of headers) res.setHeader(name, value);
+}
+
+/** The hook that sets them, so every answer that reaches the hooks (errors and 404s too) carries them. */
 function withHeaders(headers: SecurityHeaders) {
   return (_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
-    for (const [name, value] of headers) reply.raw.setHeader(name, value);
+    setHeaders(reply.raw, headers);
     done();
   };
+}
+
+/**
+ * The answer to a request the router refuses before any hook runs (FST_ERR_BAD_URL: a URL it cannot decode):
+ * Fastify's own, written on the raw response as Fastify writes it, with the headers.
+ */
+function frameworkError(headers: SecurityHeaders, error: FastifyError, res: ServerResponse): void {
+  const status = error.statusCode ?? 400;
+  const body = JSON.stringify({ statusCode: status, error: STATUS_CODES[status], code: error.code, message: error.message });
+  setHeaders(res, headers);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }
 
 const started = Symbol('webhookStart');
@@ -192,31 +205,38 @@ function metricsHooks(webhook: string) {
 export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
   const { certificate } = deps;
   const requestTimeout = deps.config.limits?.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  const greetingTimeout = Math.min(GREETING_TIMEOUT_MS, requestTimeout);
+  const headers = await securityHeaders();
   const app = Fastify({
-    https: {
-      key: certificate.current.key,
-      cert: certificate.current.cert,
-      minVersion: TLS_MIN_VERSION,
-      handshakeTimeout: requestTimeout,
-      headersTimeout: requestTimeout,
-      requestTimeout,
-      connectionsCheckingInterval: Math.min(CONNECTION_CHECK_INTERVAL_MS, requestTimeout),
+    serverFactory: (handler) => {
+      const server = guardedHttpsServer({
+        key: certificate.current.key,
+        cert: certificate.current.cert,
+        minVersion: TLS_MIN_VERSION,
+        handshakeTimeout: greetingTimeout,
+        headersTimeout: greetingTimeout,
+        requestTimeout,
+        connectionsCheckingInterval: Math.min(CONNECTION_CHECK_INTERVAL_MS, requestTimeout),
+      }, handler, deps.config.limits?.maxConnections ?? MAX_CONNECTIONS);
+      server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+      server.setTimeout(STALLED_CONNECTION_MS);
+      return server;
     },
-    requestTimeout,
+    // The factory makes the server; this only tells Fastify it is HTTPS (its listening address says https://).
+    https: {},
     bodyLimit: deps.config.bodyLimit ?? BODY_LIMIT,
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     // Judge the request exactly as sent: no coercion, no defaults, no stripped properties.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
     // Each admission answer is logged once, with its decision; probes and scrapes are not logged.
     logController: new LogController({ disableRequestLogging: true }),
+    frameworkErrors: (error, _request, reply) => frameworkError(headers, error, reply.raw),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   }) as unknown as WebhookServer;
 
-  app.server.maxConnections = deps.config.limits?.maxConnections ?? MAX_CONNECTIONS;
-
   // First of the hooks, as helmet's were: every response carries the headers, whatever ends the request.
-  app.addHook('onRequest', withHeaders(await securityHeaders()));
+  app.addHook('onRequest', withHeaders(headers));
   // Only application/json is an AdmissionReview; anything else is 415 rather than a string the schema refuses.
   app.removeContentTypeParser('text/plain');
 
@@ -235,7 +255,7 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
     return reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: error.message });
   });
 
-  for (const [path, judge] of Object.entries(JUDGES)) {
+  for (const [path, judge] of Object.entries(ADMISSION_ROUTES)) {
     app.post(path, { schema: { body: ADMISSION_REVIEW_SCHEMA }, ...metricsHooks(path) }, async (req) => {
       const { request } = req.body as AdmissionReview;
       const log = req.log.child({ admissionUID: request.uid });
@@ -287,7 +307,8 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
     return { status: 'ready' };
   });
 
-  app.get('/metrics', { logLevel: 'warn' }, async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+  const scrape = cachedScrape(METRICS_CACHE_MS);
+  app.get('/metrics', { logLevel: 'warn' }, async (_req, reply) => reply.type(registry.contentType).send(await scrape()));
 
   return app;
 }

@@ -5,7 +5,7 @@ import { rejectRequest, type AdmissionRequest, type Verdict } from './admission.
 import { MUTATION_REQUEST_UID, decisionKindOf, decisionObjectOf } from './decision-kinds.js';
 import { admissionTime, authorOf } from './identity.js';
 import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
-import type { AdmissionContext } from './server.js';
+import type { AdmissionContext } from './judge.js';
 
 const ROUTE = WEBHOOK_PATHS.stamp;
 

@@ -4,7 +4,7 @@
 import { ANNOTATIONS, GROUP, KINDS } from '../shared/api/names.js';
 import { allow, clip, optionalObject, optionalString, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Verdict } from './admission.js';
 import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
-import type { AdmissionContext } from './server.js';
+import type { AdmissionContext } from './judge.js';
 
 const ROUTE = WEBHOOK_PATHS.statusWrite;
 

@@ -3,7 +3,8 @@
 // pure pieces of `plan` and the argument parsing.
 import t from 'tap';
 import { formatExplanation, nextPass, obligationsOf, statusRow, waitingFor, formatTable, type PtahResource } from '../../src/cli/explain.js';
-import { CliError, kindOf, parseTarget } from '../../src/cli/commands.js';
+import { kindOf, parseTarget } from '../../src/cli/commands.js';
+import { CliError } from '../../src/cli/errors.js';
 import { planSql } from '../../src/cli/plan-format.js';
 import { run } from '../../src/cli/kubectl-ptah.js';
 import { leaseNameFor } from '../../src/shared/realm.js';

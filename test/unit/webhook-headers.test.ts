@@ -115,3 +115,14 @@ t.test('over the real TLS listener, on a kept-alive connection, each answer carr
   t.equal(invalid.status, 400);
   hasSecurityHeaders(t, invalid.headers, 'invalid JSON over TLS');
 });
+
+t.test('a URL the router cannot decode (FST_ERR_BAD_URL, answered before any hook runs) carries them too', async (t) => {
+  const h = await harness();
+  t.teardown(h.close);
+  for (const url of ['/%zz', '/healthz%', `${ROUTES.controllerWrite}%E0%A4%A`]) {
+    const res = await h.app.inject({ method: 'GET', url });
+    t.equal(res.statusCode, 400, `${url}: HTTP 400`);
+    t.match(res.json(), { statusCode: 400, error: 'Bad Request', code: 'FST_ERR_BAD_URL' }, `${url}: the answer names the error`);
+    hasSecurityHeaders(t, res.headers, url);
+  }
+});

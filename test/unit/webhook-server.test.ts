@@ -9,6 +9,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import t from 'tap';
 import { generateCertificates } from '../../certs/generate.js';
 import { createUncachedReader } from '../../src/shared/kube.js';
+import { webhookMetrics } from '../../src/shared/metrics.js';
 import { createLogger } from '../../src/shared/logger.js';
 import { ServingCertificate } from '../../src/shared/tls.js';
 import { WEBHOOK_PATHS as ROUTES, WEBHOOK_TIMEOUT_SECONDS } from '../../src/shared/api/webhooks.js';
@@ -411,7 +412,18 @@ t.test('connections beyond the cap are dropped, and a freed slot serves again', 
     await h.close();
   });
   const endpoint = await h.listen();
-  open.push(...(await Promise.all(Array.from({ length: maxConnections }, () => connectTls(endpoint)))));
+  // Each holds a request whose body is still arriving: an idle connection would be evicted for the newcomer
+  // (webhook-hostile.test.ts), one in the middle of a request is not.
+  const gauge = async () => (await webhookMetrics.inFlight.get()).values.find((v) => v.labels.webhook === ROUTES.statusWrite)?.value ?? 0;
+  const before = await gauge();
+  const inFlight = async () => (await gauge()) - before;
+  for (let i = 1; i <= maxConnections; i++) {
+    const socket = await connectTls(endpoint);
+    open.push(socket);
+    socket.write(`POST ${ROUTES.statusWrite} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"apiVersion":`);
+    for (let tries = 0; tries < 200 && (await inFlight()) < i; tries++) await delay(10);
+  }
+  t.equal(await inFlight(), maxConnections, 'every slot holds a request in flight');
   await t.rejects(connectTls(endpoint).then((s) => open.push(s)), 'the connection over the cap is dropped');
   open.shift()!.destroy();
   let answered: PostResult | undefined;
