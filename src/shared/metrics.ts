@@ -14,21 +14,33 @@ export function enableDefaultMetrics(): void {
 }
 
 /**
- * The registry's exposition, rendered at most once per `periodMs` and shared by every scrape in that period, as
- * bytes so that no answer encodes it again. A render that fails is not kept.
+ * The registry's exposition, as bytes so that no answer encodes it again. At most one render runs at a time: the
+ * scrapes that arrive while one runs share the render that starts once it ends, so however many scrapes wait they
+ * cost two renders, and every answer was rendered after its request arrived (a test or an alert that acts and then
+ * scrapes never reads a value from before it acted).
  */
-export function cachedScrape(periodMs: number): () => Promise<Buffer> {
-  let cached: { at: number; bytes: Promise<Buffer> } | undefined;
+export function coalescedScrape(): () => Promise<Buffer> {
+  let running: Promise<Buffer> | undefined;
+  let next: Promise<Buffer> | undefined;
+  const start = (): Promise<Buffer> => {
+    const render = registry.metrics().then((text) => Buffer.from(text));
+    running = render;
+    const done = () => {
+      if (running === render) running = undefined;
+    };
+    render.then(done, done);
+    return render;
+  };
   return () => {
-    const now = performance.now();
-    if (cached && now - cached.at < periodMs) return cached.bytes;
-    const bytes = registry.metrics().then((text) => Buffer.from(text));
-    const entry = { at: now, bytes };
-    cached = entry;
-    bytes.catch(() => {
-      if (cached === entry) cached = undefined;
+    if (!running) return start();
+    next ??= running.then(
+      () => undefined,
+      () => undefined,
+    ).then(() => {
+      next = undefined;
+      return start();
     });
-    return bytes;
+    return next;
   };
 }
 

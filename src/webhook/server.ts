@@ -15,7 +15,7 @@ import Fastify, {
 import type { Clock } from '../shared/clock.js';
 import type { UncachedReader } from '../shared/kube.js';
 import type { Logger } from '../shared/logger.js';
-import { cachedScrape, registry, webhookMetrics } from '../shared/metrics.js';
+import { coalescedScrape, registry, webhookMetrics } from '../shared/metrics.js';
 import type { ServingCertificate } from '../shared/tls.js';
 import {
   ADMISSION_REVIEW_SCHEMA,
@@ -66,9 +66,6 @@ export const KEEP_ALIVE_TIMEOUT_MS = 5000;
  */
 export const STALLED_CONNECTION_MS = 30_000;
 
-/** How long one rendering of /metrics is served: scrapes, however many and from wherever, cost one a period. */
-export const METRICS_CACHE_MS = 1000;
-
 /** How often Node looks for requests past their timeout, so a stalled client is cut within timeout + this. */
 export const CONNECTION_CHECK_INTERVAL_MS = 1000;
 
@@ -87,8 +84,7 @@ export interface ServerLimits {
   maxConnections: number;
 }
 
-// controller-write's modules still import AdmissionContext from here; the other routes take it from judge.js.
-export type { AdmissionContext, ManagerImages } from './judge.js';
+export type { ManagerImages } from './judge.js';
 
 export interface ServerDeps {
   /** Uncached API reads; never an informer cache. */
@@ -307,7 +303,7 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
     return { status: 'ready' };
   });
 
-  const scrape = cachedScrape(METRICS_CACHE_MS);
+  const scrape = coalescedScrape();
   app.get('/metrics', { logLevel: 'warn' }, async (_req, reply) => reply.type(registry.contentType).send(await scrape()));
 
   return app;

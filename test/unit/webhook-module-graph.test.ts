@@ -11,12 +11,6 @@ import { REPO_ROOT } from '../../tools/stack/paths.js';
 const WEBHOOK = join(REPO_ROOT, 'src/webhook');
 const SERVER = join(WEBHOOK, 'server.ts');
 
-/**
- * Modules that still import server.ts for AdmissionContext (which server.ts re-exports for them): controller-write
- * is being changed elsewhere. Each must still do so, so that this list only shrinks.
- */
-const PENDING = ['src/webhook/controller-write/index.ts', 'src/webhook/controller-write/job.ts', 'src/webhook/controller-write/plan.ts'];
-
 async function sources(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true, recursive: true });
   return entries.filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => join(e.parentPath, e.name));
@@ -28,10 +22,10 @@ async function importsOf(file: string): Promise<string[]> {
   return importedFiles.map((i) => i.fileName).filter((s) => s.startsWith('.')).map((s) => resolve(dirname(file), s.replace(/\.js$/, '.ts')));
 }
 
-t.test('no module of src/webhook imports server.ts, but those still pending', async (t) => {
+t.test('no module of src/webhook imports server.ts', async (t) => {
   const importers: string[] = [];
   for (const file of await sources(WEBHOOK)) if (file !== SERVER && (await importsOf(file)).includes(SERVER)) importers.push(relative(REPO_ROOT, file));
-  t.same(importers.sort(), PENDING, 'only the pending modules import the server');
+  t.same(importers.sort(), [], 'no module imports the server');
 });
 
 /** The module of each route's judge. */

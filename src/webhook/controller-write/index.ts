@@ -7,7 +7,7 @@ import { GROUP, KINDS, VERSION } from '../../shared/api/names.js';
 import { CanonicalJsonError } from '../../shared/canonical.js';
 import type { PtahSchemaPlan, PtahSchemaPlanChunk } from '../../shared/api/schema-kinds.js';
 import { allow, clip, optionalObject, optionalString, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Operation, type Verdict } from '../admission.js';
-import type { AdmissionContext } from '../server.js';
+import type { AdmissionContext } from '../judge.js';
 import { judgeJobCleanup, judgeJobCreate } from './job.js';
 import type { Owned } from './owner.js';
 import { judgeChunkCreate, judgePlanCreate, judgeProjectionCreate } from './plan.js';

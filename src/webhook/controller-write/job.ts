@@ -12,7 +12,7 @@ import { CLEANUP_TTL_SECONDS, isCleanupTtlUpdate, match, recordedApplyClaim, typ
 import { RealmError, realmDigestOf } from '../../shared/realm.js';
 import { allow, refuse, type Verdict } from '../admission.js';
 import { readObject } from '../reads.js';
-import type { AdmissionContext } from '../server.js';
+import type { AdmissionContext } from '../judge.js';
 import { controllerOwnerOf, readOwner, refTo, type Owned, type OwnerRef } from './owner.js';
 
 type Owner = PtahSchema | PtahMigration;

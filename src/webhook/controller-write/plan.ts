@@ -8,7 +8,7 @@ import { match } from '../../shared/jobclaim.js';
 import { PLAN_LABEL, PlanStoreError, projectionConfigMaps, projectionMatches, reconstructPlanBytes, splitPlan } from '../../shared/planstore.js';
 import { allow, optionalList, optionalObject, refuse, type Verdict } from '../admission.js';
 import { readAll, readObject } from '../reads.js';
-import type { AdmissionContext } from '../server.js';
+import type { AdmissionContext } from '../judge.js';
 import { controllerOwnerOf, ownerReferencesOf, readOwner, refTo, type Owned } from './owner.js';
 
 const SCHEMA = KINDS.PtahSchema.kind;
