@@ -78,6 +78,8 @@ export const EXECUTOR_ENV = {
   planFile: 'PTAH_PLAN_FILE',
   /** Migration apply: path of a JSON file holding the approved sequence, [{version, checksum}]. */
   expectedSequenceFile: 'PTAH_EXPECTED_SEQUENCE_FILE',
+  /** Migrations: the directory format the artifact is written in (spec.artifact.format; src/shared/migration-format.ts), default ptah. */
+  migrationFormat: 'PTAH_MIGRATION_FORMAT',
   expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
   /** Milliseconds to wait for the realm's advisory lock before refusing (default 30000). */
   lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',
