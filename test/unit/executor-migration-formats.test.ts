@@ -66,7 +66,7 @@ t.test('golang-migrate: refusals', async (t) => {
     t.match(err?.message, c.message, `${c.name}: message`);
   }
   const all = refusal(t, 'golang-migrate', { 'README.md': '', '1_a.up.txt': '', '2_a.up.sql': '', '002_b.up.sql': '' });
-  t.match(all?.message, /2 files are not golang-migrate migrations: 1_a\.up\.txt, README\.md; 1 version is used by more than one file: 2 \(002_b\.up\.sql, 2_a\.up\.sql\)/,
+  t.match(all?.message, /2 files are not named <version>_<title>\.up\.sql: 1_a\.up\.txt, README\.md; 1 version is used by more than one file: 2 \(002_b\.up\.sql, 2_a\.up\.sql\)/,
     'every naming problem at once');
 });
 
@@ -121,7 +121,7 @@ t.test('goose: refusals name the file and line', async (t) => {
     'the same string inside StatementBegin/End is read');
   const names = refusal(t, 'goose', { '0_zero.sql': '', '2_b.go': '', 'x_a.sql': '', '1_a.sql': goose('SELECT 1;\n'), '01_b.sql': goose('SELECT 1;\n') });
   t.equal(names?.code, 'invalid_migration_name');
-  t.match(names?.message, /3 files are not goose migrations: 0_zero\.sql \(goose versions run from 1.*\), 2_b\.go \(a Go migration.*\), x_a\.sql; 1 version is used by more than one file: 1 \(01_b\.sql, 1_a\.sql\)/);
+  t.match(names?.message, /3 files are not named <version>_<name>\.sql: 0_zero\.sql \(goose versions run from 1.*\), 2_b\.go \(a Go migration.*\), x_a\.sql; 1 version is used by more than one file: 1 \(01_b\.sql, 1_a\.sql\)/);
 });
 
 const dbmate = (up: string, options = '') => `-- migrate:up${options}\n${up}\n-- migrate:down\nDROP TABLE a;\n`;

@@ -100,7 +100,7 @@ function sharedVersions(sorted: readonly MigrationSource[]): MigrationSource[][]
 
 function refuseNamingProblems(reader: FormatReader, misnamed: readonly string[], shared: readonly MigrationSource[][], inversions: readonly string[]): void {
   const problems = [
-    ...(misnamed.length > 0 ? [`${count(misnamed.length, 'file is', 'files are')} not ${reader.format} migrations: ${listed(misnamed)}`] : []),
+    ...(misnamed.length > 0 ? [`${count(misnamed.length, 'file is', 'files are')} not named ${reader.fileShape}: ${listed(misnamed)}`] : []),
     ...(shared.length > 0 ? [`${count(shared.length, 'version is', 'versions are')} used by more than one file: ` +
       listed(shared.map((group) => `${group[0]!.order} (${listed(group.map((s) => s.fileName).sort())})`))] : []),
     ...(inversions.length > 0 ? [`${reader.format} applies files in file-name order, and ${count(inversions.length, 'pair sorts', 'pairs sort')} ` +

@@ -9,6 +9,7 @@ const MARKER = /^--\s*migrate:(?<direction>up|down)(?:\s*$|\s+(?<options>\S.*)$)
 
 export const dbmateReader: FormatReader = {
   format: 'dbmate',
+  fileShape: '<version><anything>.sql',
   namingRule: 'dbmate names each migration <version><anything>.sql (version: the leading digits, at most 30; the executor compares ' +
     'versions by numeric value, so 01 and 1 are one version, and applies files in dbmate\'s file-name order, so every version ' +
     'needs the same number of digits, as dbmate\'s timestamps have); hidden entries are ignored; rename or remove anything else',

@@ -14,6 +14,7 @@ const PLACEHOLDER = '${';
 
 export const flywayReader: FormatReader = {
   format: 'flyway',
+  fileShape: 'V<version>__<description>.sql',
   namingRule: 'Flyway names each migration V<version>__<description>.sql (version: digits, with . or _ between parts; the executor ' +
     'records integer versions, so only the first part may be non-zero: V1, V001, V1.0 and V1_0 are one version); U undo files and ' +
     'hidden entries are ignored; rename or remove anything else',

@@ -8,6 +8,7 @@ const UINT64_MAX = 2n ** 64n - 1n;
 
 export const golangMigrateReader: FormatReader = {
   format: 'golang-migrate',
+  fileShape: '<version>_<title>.up.sql',
   namingRule: 'golang-migrate names each migration <version>_<title>.up.sql (version: digits, a uint64, unique by numeric value: ' +
     '001 and 1 are the same version); .down.sql files and hidden entries are ignored (down migrations never run); ' +
     'rename or remove anything else',

@@ -13,6 +13,7 @@ type Annotation = (typeof ANNOTATIONS)[number];
 
 export const gooseReader: FormatReader = {
   format: 'goose',
+  fileShape: '<version>_<name>.sql',
   namingRule: 'goose names each migration <version>_<name>.sql (version: the digits before the first _, from 1 to the int64 maximum, ' +
     'unique by numeric value: 00001 and 1 are the same version); hidden entries are ignored; goose .go migrations cannot run here; ' +
     'rename or remove anything else',

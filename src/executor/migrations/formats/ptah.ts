@@ -9,6 +9,7 @@ export const NO_TRANSACTION_DIRECTIVE = '-- ptah:no-transaction';
 
 export const ptahReader: FormatReader = {
   format: 'ptah',
+  fileShape: '<version>_<name>.up.sql',
   namingRule: 'Name each migration <version>_<name>.up.sql (version: 1 to 30 digits, unique by numeric value: 001 and 1 ' +
     'are the same version; name: a letter or digit, then letters, digits, _ and -, up to 200 characters); ' +
     '<version>_<name>.down.sql files and hidden entries are ignored; rename or remove anything else, or declare the ' +

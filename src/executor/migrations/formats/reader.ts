@@ -24,6 +24,8 @@ export type MarkerTool = 'goose' | 'dbmate' | 'ptah';
 
 export interface FormatReader {
   format: MigrationFormat;
+  /** How a migration file of this format is named, in short, e.g. `<version>_<name>.up.sql`. */
+  fileShape: string;
   /** Appended to every naming refusal: how this format names a migration. */
   namingRule: string;
   entry(fileName: string): DirectoryEntry;
