@@ -47,6 +47,8 @@ export const RUNNER_ENV = {
   expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
   /** Mutating only: whole milliseconds the executor waits for the realm's advisory lock (spec.policy.lockTimeout). */
   lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',
+  /** Migrations: spec.artifact.format; absent means ptah (src/shared/migration-format.ts). */
+  migrationFormat: 'PTAH_MIGRATION_FORMAT',
 } as const;
 
 /** The longest realm-lock wait a Job may ask for: PtahMigration's 1h maximum, and the executor's own bound. */
