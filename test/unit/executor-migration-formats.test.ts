@@ -119,9 +119,9 @@ t.test('goose: refusals name the file and line', async (t) => {
   }
   t.equal(refusal(t, 'goose', { '1_a.sql': goose("-- +goose StatementBegin\nINSERT INTO a VALUES ('x;\ny');\n-- +goose StatementEnd\n") }), undefined,
     'the same string inside StatementBegin/End is read');
-  const names = refusal(t, 'goose', { '0_zero.sql': '', '2_b.go': '', 'x_a.sql': '', '1_a.sql': goose('SELECT 1;\n'), '01_b.sql': goose('SELECT 1;\n') });
+  const names = refusal(t, 'goose', { '0_zero.sql': '', '2_b.go': '', 'x_a.sql': '', '1_a.sql': goose('SELECT 1;\n'), '01_b.sql': goose('SELECT 1;\n'), '3_c.sql': 'no Up\n' });
   t.equal(names?.code, 'invalid_migration_name');
-  t.match(names?.message, /3 files are not named <version>_<name>\.sql: 0_zero\.sql \(goose versions run from 1.*\), 2_b\.go \(a Go migration.*\), x_a\.sql; 1 version is used by more than one file: 1 \(01_b\.sql, 1_a\.sql\)/);
+  t.match(names?.message, /^3 files are not named <version>_<name>\.sql: 0_zero\.sql \(goose versions run from 1.*\), 2_b\.go \(a Go migration.*\), x_a\.sql; 1 version is used by more than one file: 1 \(01_b\.sql, 1_a\.sql\)/);
 });
 
 const dbmate = (up: string, options = '') => `-- migrate:up${options}\n${up}\n-- migrate:down\nDROP TABLE a;\n`;

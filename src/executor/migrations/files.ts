@@ -44,7 +44,7 @@ export function readMigrationSources(dir: string, format: MigrationFormat = DEFA
   } catch (err) {
     throw new ExecutorFailure('artifact_unreadable', `cannot list the migration artifact directory: ${errorMessage(err)}`);
   }
-  const sources: MigrationSource[] = [];
+  const found: Found[] = [];
   const misnamed: string[] = [];
   for (const fileName of entries.sort()) {
     if (fileName.startsWith('.')) continue;
@@ -64,24 +64,19 @@ export function readMigrationSources(dir: string, format: MigrationFormat = DEFA
     } catch (err) {
       throw new ExecutorFailure('artifact_unreadable', `cannot read migration file ${fileName}: ${errorMessage(err)}`);
     }
-    const up = reader.upSection(fileName, bytes.toString('utf8'));
-    sources.push({
-      version: entry.version,
-      order: BigInt(entry.version),
-      name: entry.name,
-      fileName,
-      checksum: sha256Digest(bytes),
-      ...up,
-      format,
-    });
+    found.push({ version: entry.version, order: BigInt(entry.version), name: entry.name, fileName, bytes });
   }
-  sources.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
-  refuseNamingProblems(reader, misnamed, sharedVersions(sources), reader.ordersByFileName ? nameOrderInversions(sources) : []);
-  return sources;
+  found.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
+  // Names first, all at once; then the files' contents, whose problems are one file's at a time.
+  refuseNamingProblems(reader, misnamed, sharedVersions(found), reader.ordersByFileName ? nameOrderInversions(found) : []);
+  return found.map(({ bytes, ...file }) => ({ ...file, checksum: sha256Digest(bytes), ...reader.upSection(file.fileName, bytes.toString('utf8')), format }));
 }
 
+/** A migration file of the format, before its contents are read. */
+type Found = Pick<MigrationSource, 'version' | 'order' | 'name' | 'fileName'> & { bytes: Buffer };
+
 /** Consecutive sources, in version order, whose file names sort the other way (the tool would apply them swapped). */
-function nameOrderInversions(sorted: readonly MigrationSource[]): string[] {
+function nameOrderInversions(sorted: readonly Found[]): string[] {
   return sorted.slice(1).flatMap((source, i) => {
     const before = sorted[i]!;
     return before.order !== source.order && before.fileName > source.fileName ? [`${source.fileName} before ${before.fileName}`] : [];
@@ -89,8 +84,8 @@ function nameOrderInversions(sorted: readonly MigrationSource[]): string[] {
 }
 
 /** Groups of two or more sources with one version, from sources sorted by version. */
-function sharedVersions(sorted: readonly MigrationSource[]): MigrationSource[][] {
-  const groups: MigrationSource[][] = [];
+function sharedVersions(sorted: readonly Found[]): Found[][] {
+  const groups: Found[][] = [];
   for (const [i, source] of sorted.entries()) {
     if (i > 0 && sorted[i - 1]!.order === source.order) groups.at(-1)!.push(source);
     else groups.push([source]);
@@ -98,7 +93,7 @@ function sharedVersions(sorted: readonly MigrationSource[]): MigrationSource[][]
   return groups.filter((group) => group.length > 1);
 }
 
-function refuseNamingProblems(reader: FormatReader, misnamed: readonly string[], shared: readonly MigrationSource[][], inversions: readonly string[]): void {
+function refuseNamingProblems(reader: FormatReader, misnamed: readonly string[], shared: readonly Found[][], inversions: readonly string[]): void {
   const problems = [
     ...(misnamed.length > 0 ? [`${count(misnamed.length, 'file is', 'files are')} not named ${reader.fileShape}: ${listed(misnamed)}`] : []),
     ...(shared.length > 0 ? [`${count(shared.length, 'version is', 'versions are')} used by more than one file: ` +
