@@ -2,6 +2,7 @@
 // with an error that names the variable, never its value.
 import { EXECUTOR_ENV, MAX_LOCK_TIMEOUT_MS } from '../shared/runner-env.js';
 import { isDigest } from '../shared/canonical.js';
+import { DEFAULT_MIGRATION_FORMAT, MIGRATION_FORMATS, isMigrationFormat, type MigrationFormat } from '../shared/migration-format.js';
 import { ExecutorFailure } from './failure.js';
 
 /** The process environment, or a test's stand-in for it. */
@@ -42,5 +43,12 @@ export function lockTimeoutMs(env: Env): number {
   if (!/^[0-9]+$/.test(raw) || value < 1 || value > MAX_LOCK_TIMEOUT_MS) {
     throw new ExecutorFailure('invalid_input', `${EXECUTOR_ENV.lockTimeoutMs} must be an integer between 1 and ${MAX_LOCK_TIMEOUT_MS}`);
   }
+  return value;
+}
+
+/** The directory format of a migration artifact; absent means the ptah format. */
+export function migrationFormat(env: Env): MigrationFormat {
+  const value = optionalEnv(env, 'migrationFormat') ?? DEFAULT_MIGRATION_FORMAT;
+  if (!isMigrationFormat(value)) throw new ExecutorFailure('invalid_input', `${EXECUTOR_ENV.migrationFormat} must be one of ${MIGRATION_FORMATS.join(', ')}`);
   return value;
 }

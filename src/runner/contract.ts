@@ -48,6 +48,7 @@
 // termination-message file (opened, never created, and truncated), and the result frame is the last write to
 // stdout, in one write (src/shared/runner-protocol.ts). Exit 0 whenever a frame was written, 2 otherwise.
 import { isDigest } from '../shared/canonical.js';
+import { MIGRATION_FORMATS, isMigrationFormat, type MigrationFormat } from '../shared/migration-format.js';
 import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, MUTATING_RUNNER_OPERATIONS, RUNNER_ENV, type RunnerOperation } from '../shared/runner-env.js';
 import { isOperationId, RUNNER_ERROR, RUNNER_PROTOCOL_VERSION } from '../shared/runner-protocol.js';
 import { RunnerRefusal } from './refusal.js';
@@ -71,6 +72,8 @@ export interface RunnerInputs {
   migrationSequence?: { json: string; expectedDigest: string; expectedHistoryFingerprint: string };
   /** Mutating: how long the executor waits for the realm's advisory lock. */
   lockTimeoutMs?: number;
+  /** Migration operations: the artifact's directory format, when the Job names one other than the default. */
+  migrationFormat?: MigrationFormat;
 }
 
 const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
@@ -158,6 +161,7 @@ export function readInputs(operation: RunnerOperation, operationId: string, env:
       expectedDigest: digestInput(env, RUNNER_ENV.expectedPlanContentDigest, true) as string,
     };
   }
+  if (operation === 'migration-history' || operation === 'migration-apply') inputs.migrationFormat = migrationFormatInput(env);
   if (operation === 'migration-apply') {
     inputs.migrationSequence = {
       json: required(env, RUNNER_ENV.expectedMigrationSequence),
@@ -226,6 +230,15 @@ function lockTimeoutInput(env: Env): number | undefined {
   const value = /^[1-9][0-9]{0,6}$/.test(raw) ? Number(raw) : NaN;
   if (!(value <= MAX_LOCK_TIMEOUT_MS)) {
     throw new RunnerRefusal(RUNNER_ERROR.invalidInput, `${name} must be a whole number of milliseconds from 1 to ${MAX_LOCK_TIMEOUT_MS}`);
+  }
+  return value;
+}
+
+function migrationFormatInput(env: Env): MigrationFormat | undefined {
+  const name = RUNNER_ENV.migrationFormat;
+  const value = present(env, name);
+  if (value !== undefined && !isMigrationFormat(value)) {
+    throw new RunnerRefusal(RUNNER_ERROR.invalidInput, `${name} must be one of ${MIGRATION_FORMATS.join(', ')}`);
   }
   return value;
 }

@@ -51,6 +51,7 @@ export function executorEnvironment(inputs: RunnerInputs, prepared: PreparedRun,
   set(EXECUTOR_ENV.expectedSequenceFile, prepared.expectedSequenceFile);
   set(EXECUTOR_ENV.expectedHistoryFingerprint, inputs.migrationSequence?.expectedHistoryFingerprint);
   set(EXECUTOR_ENV.lockTimeoutMs, inputs.lockTimeoutMs?.toString());
+  set(EXECUTOR_ENV.migrationFormat, inputs.migrationFormat);
   return out;
 }
 

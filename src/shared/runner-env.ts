@@ -47,6 +47,8 @@ export const RUNNER_ENV = {
   expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
   /** Mutating only: whole milliseconds the executor waits for the realm's advisory lock (spec.policy.lockTimeout). */
   lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',
+  /** Migrations: spec.artifact.format; absent means ptah (src/shared/migration-format.ts). */
+  migrationFormat: 'PTAH_MIGRATION_FORMAT',
 } as const;
 
 /** The longest realm-lock wait a Job may ask for: PtahMigration's 1h maximum, and the executor's own bound. */
@@ -78,6 +80,8 @@ export const EXECUTOR_ENV = {
   planFile: 'PTAH_PLAN_FILE',
   /** Migration apply: path of a JSON file holding the approved sequence, [{version, checksum}]. */
   expectedSequenceFile: 'PTAH_EXPECTED_SEQUENCE_FILE',
+  /** Migrations: the directory format the artifact is written in (spec.artifact.format; src/shared/migration-format.ts), default ptah. */
+  migrationFormat: 'PTAH_MIGRATION_FORMAT',
   expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
   /** Milliseconds to wait for the realm's advisory lock before refusing (default 30000). */
   lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',

@@ -140,6 +140,10 @@ t.test('the API server refuses bad PtahMigrations with the CRD\'s own messages a
       message: invalid('unknown-apply-policy', 'spec.policy.apply: Unsupported value: "Sometimes": supported values: "Never", "OnApproval", "Always"'),
     },
     {
+      name: 'unknown-format', what: 'a directory format no reader reads', spec: { artifact: { ...ARTIFACT_SOURCE, format: 'liquibase' } },
+      message: invalid('unknown-format', 'spec.artifact.format: Unsupported value: "liquibase": supported values: "ptah", "golang-migrate", "goose", "dbmate", "flyway"'),
+    },
+    {
       name: 'lock-outlives-job', what: 'a lock timeout longer than the Job deadline', spec: { policy: { lockTimeout: '10m' }, execution: { activeDeadlineSeconds: 60 } },
       message: invalid('lock-outlives-job', 'spec: Invalid value: policy.lockTimeout must not exceed execution.activeDeadlineSeconds'),
     },
@@ -157,6 +161,7 @@ t.test('the API server refuses bad PtahMigrations with the CRD\'s own messages a
     { name: 'interval-bounds', what: 'an interval of exactly 10s and a composite lock timeout', spec: { interval: '10s', policy: { lockTimeout: '1m30s' } } },
     { name: 'secret-key', what: 'a Secret key with dots and dashes', spec: { target: { ...TARGET, urlFrom: { name: 'orders-db', key: 'url.primary-1' } } } },
     { name: 'apply-always', what: 'policy.apply Always', spec: { policy: { apply: 'Always' } } },
+    { name: 'goose-format', what: 'a goose directory', spec: { artifact: { ...ARTIFACT_SOURCE, format: 'goose' } } },
     { name: 'lock-within-job', what: 'a lock timeout equal to the Job deadline', spec: { policy: { lockTimeout: '60s' }, execution: { activeDeadlineSeconds: 60 } } },
   ];
   for (const row of accepted) {
@@ -171,7 +176,7 @@ t.test('defaults are filled in on a minimal valid PtahMigration', async (t) => {
   const stored = await admin.get<PtahMigration>({ apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: ns, name: 'minimal' });
   t.same(stored.spec, {
     target: TARGET,
-    artifact: ARTIFACT_SOURCE,
+    artifact: { ...ARTIFACT_SOURCE, format: 'ptah' },
     policy: { apply: 'OnApproval', lockTimeout: '5m' },
     interval: '10m',
     execution: { activeDeadlineSeconds: 900, failureRetryInterval: '30s', connectTimeout: '10s' },

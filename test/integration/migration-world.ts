@@ -3,6 +3,7 @@
 // controller itself, run by the controller manager (leader election and all) on the manager's credentials; a fresh
 // PostgreSQL database; and a record of every Job ever created in the namespace. Jobs run the real runner and
 // executor through the fake kubelet.
+import type { MigrationFormat } from '../../src/shared/migration-format.js';
 import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
 import type { V1ConfigMap, V1Job, V1Lease, V1Secret } from '@kubernetes/client-node';
@@ -99,6 +100,10 @@ export interface CreateMigration {
   activeDeadlineSeconds?: number;
   lockTimeout?: string;
   failureRetryInterval?: string;
+  /** spec.artifact.format; the CRD's default (ptah) when absent. */
+  format?: MigrationFormat;
+  /** The verification policy ConfigMap (same key as the sample's); the sample's when absent. */
+  verificationPolicy?: string;
 }
 
 export interface WorldOptions {
@@ -202,6 +207,8 @@ export async function migrationWorld(t: Test, options: WorldOptions = {}): Promi
       if (options.activeDeadlineSeconds) sample.spec.execution = { ...sample.spec.execution, activeDeadlineSeconds: options.activeDeadlineSeconds };
       if (options.lockTimeout) sample.spec.policy.lockTimeout = options.lockTimeout;
       if (options.failureRetryInterval) sample.spec.execution = { ...sample.spec.execution, failureRetryInterval: options.failureRetryInterval };
+      if (options.format) sample.spec.artifact.format = options.format;
+      if (options.verificationPolicy) sample.spec.artifact.verificationPolicyRef.name = options.verificationPolicy;
       return admin.create(sample);
     },
     async plan(name) {

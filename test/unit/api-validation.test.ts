@@ -140,7 +140,7 @@ const migration: PtahMigration = {
   metadata: meta('orders-migrations'),
   spec: {
     target,
-    artifact: { configMapRef: { name: 'migrations-v7' }, verificationPolicyRef: { name: 'policy', key: 'migrations.yaml' } },
+    artifact: { configMapRef: { name: 'migrations-v7' }, verificationPolicyRef: { name: 'policy', key: 'migrations.yaml' }, format: 'goose' },
     policy: { apply: 'Always', lockTimeout: '5m' },
     interval: '1h30m',
     execution: { activeDeadlineSeconds: 600, failureRetryInterval: '1m', connectTimeout: '5s' },
@@ -316,6 +316,7 @@ const invalid: [string, KindName, unknown, RegExp][] = [
   ['identity with no username', 'PtahMigration', edit(migration, (m) => (m.status!.resolvedRun!.acknowledgedBy!.username = '')), /username must NOT have fewer than 1/],
   ['current version that is not a number', 'PtahMigration', edit(migration, (m) => (m.status!.history!.currentVersion = 'v3')), /currentVersion must match/],
   ['migration lock timeout in days', 'PtahMigration', edit(migration, (m) => (m.spec.policy.lockTimeout = '1d')), /lockTimeout must match/],
+  ['migration directory in a format no reader reads', 'PtahMigration', edit(migration, (m) => ((m.spec.artifact.format as string) = 'liquibase')), /format must be equal to one of/],
   ['plan with no chunks', 'PtahSchemaPlan', edit(schemaPlan, (p) => (p.spec.chunks = [])), /must NOT have fewer than 1 items/],
   ['plan with 17 chunks', 'PtahSchemaPlan', edit(schemaPlan, (p) => (p.spec.chunks = [...Array(17).keys()].map((i) => `c-${i}`))), /must NOT have more than 16 items/],
   ['plan over 8 MiB', 'PtahSchemaPlan', edit(schemaPlan, (p) => (p.spec.size = 8 * 1024 * 1024 + 1)), /size must be <= 8388608/],

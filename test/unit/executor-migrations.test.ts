@@ -54,13 +54,13 @@ t.test('refuses bad names and duplicate versions with the file names', async (t)
 
 t.test('refuses a file that controls transactions itself', async (t) => {
   const source = (sql: string): MigrationSource =>
-    ({ version: '1', order: 1n, name: 'x', fileName: '1_x.up.sql', checksum: sha256Digest(sql), sql, transactional: true });
+    ({ version: '1', order: 1n, name: 'x', fileName: '1_x.up.sql', checksum: sha256Digest(sql), sql, transactional: true, transactionAdvice: '', format: 'ptah' });
   t.equal(failureCode(() => assertNoTransactionControl(source('create table t (a int);\ncommit;'))), 'migration_invalid');
   t.equal(failureCode(() => assertNoTransactionControl(source("create table t (a int); insert into t values (1); -- commit;"))), undefined);
 });
 
 const source = (version: string, checksum = `sha256:${version.padStart(64, '0')}`): MigrationSource =>
-  ({ version, order: BigInt(version), name: `m${version}`, fileName: `${version}_m${version}.up.sql`, checksum, sql: '', transactional: true });
+  ({ version, order: BigInt(version), name: `m${version}`, fileName: `${version}_m${version}.up.sql`, checksum, sql: '', transactional: true, transactionAdvice: '', format: 'ptah' });
 const row = (version: string, extra: Partial<HistoryRow> = {}): HistoryRow => ({
   version, name: `m${version}`, checksum: `sha256:${version.padStart(64, '0')}`, operationId: 'op', startedAt: new Date(0), finishedAt: new Date(1), dirty: false, ...extra,
 });

@@ -183,6 +183,20 @@ t.test('the lock timeout: spec.policy.lockTimeout in whole milliseconds, for the
   }
 });
 
+t.test('spec.artifact.format reaches a migration Job only when it is not the default, and the rebuild reads the owner\'s', async (t) => {
+  const format = (job: V1Job) => envValue(job, 'PTAH_MIGRATION_FORMAT')?.value;
+  for (const c of [migrationHistory, migrationApply]) {
+    t.equal(format(buildOperationJob({ ...inputFor(c), migrationFormat: 'goose' })), 'goose', `${c.type}: a declared format`);
+    t.equal(format(buildOperationJob({ ...inputFor(c), migrationFormat: 'ptah' })), undefined, `${c.type}: the default is left out, so Jobs built before formats rebuild alike`);
+    t.equal(format(buildOperationJob(inputFor(c))), undefined, `${c.type}: none given`);
+  }
+  const migration = snapshotted(inputFor(migrationApply));
+  const owner = ownerObjectFor(migration);
+  const rebuilt = rebuildClaimJob({ owner: { ...owner, spec: { ...owner.spec, artifact: { format: 'dbmate' } } }, claim: migration.claim, manager: MANAGER, plan: MIGRATION_PLAN });
+  t.equal(format(rebuilt), 'dbmate', 'the rebuild carries the owner\'s format');
+  t.notSame(canonicalJson(rebuilt), canonicalJson(buildOperationJob(migration)), 'so a Job built for another format is not its rebuild');
+});
+
 t.test('the builder\'s lock-timeout defaults are the CRDs\' defaults', async (t) => {
   const defaultOf = (spec: OpenApiSchema) => spec.properties?.policy?.properties?.lockTimeout?.default;
   t.equal(DEFAULT_LOCK_TIMEOUT.schema, defaultOf(ptahSchemaKind.spec.openapi));

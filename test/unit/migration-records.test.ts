@@ -71,7 +71,7 @@ function world(status: PtahMigration['status'], annotations: Record<string, stri
     metadata: { name: 'orders', namespace: 'shop', uid: 'uid-1', generation: 1, resourceVersion: '1', annotations },
     spec: {
       target: { engine: 'PostgreSQL', coordinationKey: 'orders-db', urlFrom: { name: 'db', key: 'url' } },
-      artifact: { configMapRef: { name: 'r1' }, verificationPolicyRef: { name: 'p', key: 'policy.yaml' } },
+      artifact: { configMapRef: { name: 'r1' }, verificationPolicyRef: { name: 'p', key: 'policy.yaml' }, format: 'ptah' },
       policy: { apply: 'OnApproval', lockTimeout: '5m' },
       interval: '10m',
       execution: { activeDeadlineSeconds: 900, failureRetryInterval: '30s', connectTimeout: '10s' },

@@ -2,11 +2,11 @@
 import t from 'tap';
 import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, MAX_APPLY_WINDOW_SECONDS, newOperationId, placeholderLeaseEpoch } from '../../src/controller/claim-values.js';
 import { migrationInputFingerprint, type FingerprintInputs } from '../../src/controller/migration/fingerprint.js';
-import { currentVersionOf, planNameFor } from '../../src/controller/migration/plan.js';
+import { currentVersionOf, migrationPolicyFingerprint, planNameFor } from '../../src/controller/migration/plan.js';
 import { withCondition } from '../../src/controller/conditions.js';
 import { migrationUnresolvedRunSettledBy, type HistoryReading } from '../../src/controller/migration/unresolved.js';
 import type { PtahMigration, UnresolvedRun } from '../../src/shared/api/migration-kinds.js';
-import { isDigest, sha256Digest } from '../../src/shared/canonical.js';
+import { digest, isDigest, sha256Digest } from '../../src/shared/canonical.js';
 import type { MigrationHistory } from '../../src/shared/executor-report.js';
 import { MAX_LEASE_SECONDS } from '../../src/shared/targetlock.js';
 
@@ -19,7 +19,7 @@ function migration(generation: number, activeDeadlineSeconds?: number): PtahMigr
     metadata: { name: 'orders', namespace: 'shop', uid: 'uid-1', generation },
     spec: {
       target: { engine: 'PostgreSQL', coordinationKey: 'orders-db', urlFrom: { name: 'db', key: 'url' } },
-      artifact: { configMapRef: { name: 'r1' }, verificationPolicyRef: { name: 'p', key: 'policy.yaml' } },
+      artifact: { configMapRef: { name: 'r1' }, verificationPolicyRef: { name: 'p', key: 'policy.yaml' }, format: 'ptah' },
       policy: { apply: 'OnApproval', lockTimeout: '5m' },
       interval: '10m',
       execution: { activeDeadlineSeconds: activeDeadlineSeconds ?? 900, failureRetryInterval: '30s', connectTimeout: '10s' },
@@ -35,6 +35,14 @@ const inputs: FingerprintInputs = {
   coordinationDigest: d('realm'),
   planRef: { name: 'ptah-mplan-x', uid: 'plan-1' },
 };
+
+t.test('the policy fingerprint binds a declared format, and keeps its pre-format value for the default', async (t) => {
+  const m = migration(1);
+  const base = migrationPolicyFingerprint(m);
+  t.equal(base, digest({ version: 1, apply: 'OnApproval', lockTimeout: '5m' }), 'the default format leaves the fingerprint plans had before formats');
+  const goose: PtahMigration = { ...m, spec: { ...m.spec, artifact: { ...m.spec.artifact, format: 'goose' } } };
+  t.not(migrationPolicyFingerprint(goose), base, 'a plan read in another format is another plan');
+});
 
 t.test('the input fingerprint moves with every input, and not with the resolution time', async (t) => {
   const base = migrationInputFingerprint(migration(1), inputs);

@@ -26,7 +26,7 @@ async function refusal(tt: Test, fn: () => unknown, code: string, what: string):
 
 t.test('inputs: what each operation requires, and their formats', async (t) => {
   const ws = await workspace(t);
-  const cases: [string, 'observe' | 'apply' | 'migration-apply', (env: Record<string, string>) => void, string][] = [
+  const cases: [string, 'observe' | 'apply' | 'migration-history' | 'migration-apply', (env: Record<string, string>) => void, string][] = [
     ['coordination digest missing', 'observe', (e) => void delete e.PTAH_COORDINATION_DIGEST, RUNNER_ERROR.missingInput],
     ['coordination digest malformed', 'observe', (e) => void (e.PTAH_COORDINATION_DIGEST = 'sha256:xyz'), RUNNER_ERROR.invalidInput],
     ['artifact digest missing', 'observe', (e) => void delete e.PTAH_EXPECTED_ARTIFACT_DIGEST, RUNNER_ERROR.missingInput],
@@ -41,6 +41,8 @@ t.test('inputs: what each operation requires, and their formats', async (t) => {
     ['sequence missing', 'migration-apply', (e) => void delete e.PTAH_EXPECTED_MIGRATION_SEQUENCE, RUNNER_ERROR.missingInput],
     ['history fingerprint missing', 'migration-apply', (e) => void delete e.PTAH_EXPECTED_HISTORY_FINGERPRINT, RUNNER_ERROR.missingInput],
     ['sequence digest malformed', 'migration-apply', (e) => void (e.PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST = 'x'), RUNNER_ERROR.invalidInput],
+    ['a migration format no reader reads', 'migration-history', (e) => void (e.PTAH_MIGRATION_FORMAT = 'liquibase'), RUNNER_ERROR.invalidInput],
+    ['a migration format spelled otherwise', 'migration-apply', (e) => void (e.PTAH_MIGRATION_FORMAT = 'Goose'), RUNNER_ERROR.invalidInput],
     ...['5m', '0', '-1', '1.5', '0100', ' 100', '3600001', '99999999'].map((value): (typeof cases)[number] =>
       [`lock timeout ${JSON.stringify(value)}`, 'apply', (e) => void (e.PTAH_LOCK_TIMEOUT_MS = value), RUNNER_ERROR.invalidInput]),
   ];
@@ -64,6 +66,11 @@ t.test('inputs: what each operation requires, and their formats', async (t) => {
     t.equal(readInputs(operation, OPERATION_ID, { ...validEnv(ws, operation), PTAH_LOCK_TIMEOUT_MS: value }).lockTimeoutMs, Number(value), `${operation}: lock timeout ${value} ms`);
   }
   t.equal(readInputs('observe', OPERATION_ID, { ...observe, PTAH_LOCK_TIMEOUT_MS: '5m' }).lockTimeoutMs, undefined, 'a read-only run takes no realm lock, so neither reads nor checks its timeout');
+  for (const operation of ['migration-history', 'migration-apply'] as const) {
+    t.equal(readInputs(operation, OPERATION_ID, { ...validEnv(ws, operation), PTAH_MIGRATION_FORMAT: 'flyway' }).migrationFormat, 'flyway', `${operation}: the declared format`);
+    t.equal(readInputs(operation, OPERATION_ID, validEnv(ws, operation)).migrationFormat, undefined, `${operation}: none declared, the executor's default`);
+  }
+  t.equal(readInputs('observe', OPERATION_ID, { ...observe, PTAH_MIGRATION_FORMAT: 'liquibase' }).migrationFormat, undefined, 'a schema run reads no migration format');
 });
 
 t.test('the protocol version is checked exactly', async (t) => {

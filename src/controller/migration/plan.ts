@@ -3,19 +3,25 @@
 // database the reading reached and the execution binding. Its name comes from its fingerprint, so publishing the
 // same plan twice finds the first one, and any moved binding publishes a new plan with a new name.
 import type { MigrationHistory } from '../../shared/executor-report.js';
-import { MAX_PLANNED_MIGRATIONS, type MigrationHistoryStatus, type PtahMigrationPlan, type PtahMigrationPlanSpec } from '../../shared/api/migration-kinds.js';
+import { MAX_PLANNED_MIGRATIONS, type MigrationHistoryStatus, type PtahMigration, type PtahMigrationPlan, type PtahMigrationPlanSpec } from '../../shared/api/migration-kinds.js';
 import { API_VERSION, KINDS, LABELS } from '../../shared/api/names.js';
 import type { ObjectRef } from '../../shared/api/shapes.js';
 import { canonicalJson, digest } from '../../shared/canonical.js';
+import { DEFAULT_MIGRATION_FORMAT } from '../../shared/migration-format.js';
 import { isAlreadyExists } from '../../shared/kube-client.js';
 import type { MigrationPass } from './context.js';
 
 const NAME_PREFIX = 'ptah-mplan-';
 
-/** Digest of the policy a plan is bound to: whether and how it may run. */
-export function migrationPolicyFingerprint(pass: MigrationPass): string {
-  const { apply, lockTimeout } = pass.m.spec.policy;
-  return digest({ version: 1, apply, lockTimeout });
+/**
+ * Digest of the policy a plan is bound to: whether and how it may run, and how the artifact is read (its format
+ * decides the up SQL and the transactions). The default format is left out, so plans published before formats
+ * existed keep their fingerprints.
+ */
+export function migrationPolicyFingerprint(m: PtahMigration): string {
+  const { apply, lockTimeout } = m.spec.policy;
+  const format = m.spec.artifact.format;
+  return digest({ version: 1, apply, lockTimeout, ...(format === DEFAULT_MIGRATION_FORMAT ? {} : { format }) });
 }
 
 /** The highest applied version, or "" when nothing is applied. */
@@ -53,7 +59,7 @@ function bindingsNow(pass: MigrationPass, history = pass.status.history): Omit<P
     artifactDigest: artifact.digest,
     coordinationDigest: pass.realm(),
     targetIdentityDigest: history.targetIdentityDigest,
-    policyFingerprint: migrationPolicyFingerprint(pass),
+    policyFingerprint: migrationPolicyFingerprint(pass.m),
     verificationPolicyUID: artifact.verificationPolicyUID,
     verificationPolicyDigest: artifact.verificationPolicyDigest,
     executionBindingID: executionBinding.epoch,

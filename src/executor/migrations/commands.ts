@@ -9,7 +9,7 @@ import type {
 import { EXECUTOR_ENV } from '../../shared/runner-env.js';
 import { HISTORY_TABLE, ensureBookkeeping } from '../bookkeeping.js';
 import { connect, describeSqlError, disconnect, failureCode, isStatementError, sqlErrorLine, withReadOnlySnapshot, type Db } from '../db.js';
-import { lockTimeoutMs, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
+import { lockTimeoutMs, migrationFormat, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { connectTarget, type CommandContext } from '../physical-identity.js';
 import { splitSqlStatements, type SplitOptions } from '../sql-split.js';
@@ -20,7 +20,7 @@ import { computeHistory, pendingSources, readHistoryRows, toMigrationFile } from
 type ApprovedStep = { version: string; checksum: string };
 
 export async function migrationHistory(env: Env, context: CommandContext): Promise<MigrationHistoryReport> {
-  const sources = readMigrationSources(requireEnv(env, 'artifactDir'));
+  const sources = readMigrationSources(requireEnv(env, 'artifactDir'), migrationFormat(env));
   const client = await connectTarget(requireEnv(env, 'dbUrl'), context);
   try {
     const { rows, lexing } = await withReadOnlySnapshot(client, async () => ({ rows: await readHistoryRows(client), lexing: await sessionLexing(client) }));
@@ -48,7 +48,7 @@ export async function migrationApply(env: Env, context: CommandContext): Promise
     coordinationDigest: requireDigestEnv(env, 'coordinationDigest'),
     expectedFingerprint: requireDigestEnv(env, 'expectedHistoryFingerprint'),
     timeoutMs: lockTimeoutMs(env),
-    sources: readMigrationSources(requireEnv(env, 'artifactDir')),
+    sources: readMigrationSources(requireEnv(env, 'artifactDir'), migrationFormat(env)),
     planned,
     report,
   };

@@ -1,13 +1,15 @@
 // The versioned family: PtahMigration, its immutable plans (versions and checksums, no SQL), the approvals
 // that authorize an Apply, and the acknowledgments by which a person settles a run nobody could account for.
+import { DEFAULT_MIGRATION_FORMAT, MIGRATION_FORMATS } from '../migration-format.js';
 import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
 import { conditionReason, conditionStatus, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
 import { array, boolean, integer, object, oneOf, optional, string, withDefault, type Input, type Static } from './schema.js';
 import {
+  ARTIFACT_SOURCE_DESCRIPTION,
   activeOperation,
   applyPolicy,
-  artifactSource,
+  artifactSourceFields,
   bindingEpoch,
   conditions,
   conditionsStatus,
@@ -58,10 +60,22 @@ const migrationPolicy = object(
   { description: 'Safety decisions.' },
 );
 
+const migrationArtifactSource = object(
+  {
+    ...artifactSourceFields,
+    format: withDefault(oneOf(MIGRATION_FORMATS, {
+      description: 'How the directory is written: ptah (<version>_<name>.up.sql), golang-migrate, goose (SQL files), dbmate or flyway ' +
+        '(V<version>__<description>.sql); each keeps its own version order and transaction rules, and down sections never run ' +
+        '(docs/executor.md).',
+    }), DEFAULT_MIGRATION_FORMAT),
+  },
+  { description: ARTIFACT_SOURCE_DESCRIPTION },
+);
+
 export const ptahMigrationSpec = object(
   {
     target: databaseTarget,
-    artifact: artifactSource,
+    artifact: migrationArtifactSource,
     policy: withDefault(migrationPolicy, {}),
     interval: interval(),
     execution: withDefault(executionSpec, {}),

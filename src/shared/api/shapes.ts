@@ -120,13 +120,13 @@ export const databaseTarget = object(
 );
 export type DatabaseTarget = Static<typeof databaseTarget>;
 
-export const artifactSource = object(
-  {
-    configMapRef: object({ name: dnsSubdomain() }, { description: 'An immutable ConfigMap holding the artifact.' }),
-    verificationPolicyRef: configMapKeyRef,
-  },
-  { description: 'The artifact (an immutable ConfigMap) and the verification policy it must meet.' },
-);
+/** Where an artifact comes from; PtahMigration adds the directory format it is written in. */
+export const artifactSourceFields = {
+  configMapRef: object({ name: dnsSubdomain() }, { description: 'An immutable ConfigMap holding the artifact.' }),
+  verificationPolicyRef: configMapKeyRef,
+};
+export const ARTIFACT_SOURCE_DESCRIPTION = 'The artifact (an immutable ConfigMap) and the verification policy it must meet.';
+export const artifactSource = object(artifactSourceFields, { description: ARTIFACT_SOURCE_DESCRIPTION });
 export type ArtifactSource = Static<typeof artifactSource>;
 
 const LABEL_VALUE = '^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$';

@@ -19,6 +19,7 @@ import { canonicalJson, digest, isDigest, recentAnswers } from '../canonical.js'
 import { claimJobName, JobNameError, type Family } from '../naming.js';
 import { snapshotProblem, type SnapshotLike } from '../podintent.js';
 import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '../planstore.js';
+import { DEFAULT_MIGRATION_FORMAT, type MigrationFormat } from '../migration-format.js';
 import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
 import {
   declaredMetadataProblem,
@@ -155,6 +156,8 @@ export interface OperationJobInput {
   /** Schema Plan only: the scratch database. */
   dev?: { urlFrom: SecretKeyRef };
   artifact: { configMapName: string; digest: string };
+  /** PtahMigration: spec.artifact.format, how the executor reads the artifact. */
+  migrationFormat?: MigrationFormat;
   execution: ExecutionSpec;
   policy: PolicySpec;
   manager: ManagerIdentity;
@@ -514,6 +517,8 @@ function environment(input: OperationJobInput, runnerOperation: RunnerOperation,
     value('TMPDIR', JOB_PATHS.work),
   ];
   if (input.dev) env.push(secret(RUNNER_ENV.devUrl, input.dev.urlFrom));
+  // Only a format other than the default is carried, so a ptah-format Job rebuilds as the managers before formats built it.
+  if (input.migrationFormat !== undefined && input.migrationFormat !== DEFAULT_MIGRATION_FORMAT) env.push(value(RUNNER_ENV.migrationFormat, input.migrationFormat));
   if (mutating) {
     env.push(
       value(RUNNER_ENV.expectedCoordinationDigest, bindings.coordinationDigest),

@@ -12,6 +12,7 @@ import {
   type PolicySpec,
   type SecretKeyRef,
 } from './build.js';
+import type { MigrationFormat } from '../migration-format.js';
 import { familyOfKind, JOB_ANNOTATIONS, OWNER_API_VERSION } from './metadata.js';
 import { runnerOperationFor } from './operations.js';
 
@@ -27,6 +28,8 @@ export interface ClaimOwnerObject {
     execution?: ExecutionSpec;
     /** Defaulted by the API server; the builder fills in the same defaults when it is read without them. */
     policy?: PolicySpec;
+    /** PtahMigration only: the directory format (defaulted by the API server to ptah). */
+    artifact?: { format?: MigrationFormat };
   };
   status?: {
     artifact?: { configMapName: string; digest: string };
@@ -133,6 +136,7 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     target,
     ...(runnerOperation === 'plan' && dev ? { dev } : {}),
     artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
+    ...(owner.spec.artifact?.format ? { migrationFormat: owner.spec.artifact.format } : {}),
     execution: owner.spec.execution ?? {},
     policy: owner.spec.policy ?? {},
     manager: { ...input.manager, ...recordedManager(input.liveJob) },

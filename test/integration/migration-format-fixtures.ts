@@ -1,0 +1,70 @@
+// One schema written as each tool's migration directory, in the tool's documented shape, with down sections that
+// leave a mark if they ever run; and the witness: a database psql builds from the up SQL the fixture wrote (never
+// from a reading of the files). Shared by the executor tests and the PtahMigration ones on the control plane.
+import type { Test } from 'tap';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import type { MigrationFormat } from '../../src/shared/migration-format.js';
+import { artifactDir, freshDatabase, type Database } from './executor-helpers.js';
+
+/** One migration: its statements (up), and whether one of them cannot run in a transaction. */
+export interface Step {
+  version: number;
+  name: string;
+  up: string[];
+  noTransaction?: boolean;
+}
+
+export const STEPS: Step[] = [
+  { version: 1, name: 'users', up: ['CREATE TABLE users (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, email text NOT NULL)'] },
+  {
+    version: 2,
+    name: 'lower_email',
+    up: [
+      'CREATE FUNCTION lower_email() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  NEW.email := lower(NEW.email);\n  RETURN NEW;\nEND;\n$$',
+      'CREATE TRIGGER users_lower BEFORE INSERT ON users FOR EACH ROW EXECUTE FUNCTION lower_email()',
+      "INSERT INTO users (email) VALUES ('A@Example.org'), ('semi;colon@example.org')",
+    ],
+  },
+  { version: 3, name: 'users_email', up: ['CREATE UNIQUE INDEX CONCURRENTLY users_email ON users (email)'], noTransaction: true },
+  { version: 10, name: 'orders', up: ['CREATE TABLE orders (id bigint PRIMARY KEY, user_id bigint REFERENCES users (id))', "COMMENT ON TABLE orders IS 'since 10'"] },
+];
+
+/** A down section that leaves a table behind if it ever runs. */
+const DOWN = 'CREATE TABLE down_ran (a int);';
+const pad = (step: Step, width: number) => String(step.version).padStart(width, '0');
+const statements = (step: Step) => step.up.map((s) => `${s};\n`).join('');
+
+/** The version a step is recorded under: dbmate's are the timestamps its `new` command writes. */
+export const recorded = (format: MigrationFormat, step: Step) => String((format === 'dbmate' ? 20240101000000n : 0n) + BigInt(step.version));
+
+/** Each format's files for `steps`, as that tool's documentation shapes them. */
+export const LAYOUTS: Record<Exclude<MigrationFormat, 'ptah'>, (steps: readonly Step[]) => Record<string, string>> = {
+  'golang-migrate': (steps) => Object.fromEntries(steps.flatMap((s) => [
+    [`${pad(s, 6)}_${s.name}.up.sql`, statements(s)],
+    [`${pad(s, 6)}_${s.name}.down.sql`, DOWN],
+  ])),
+  goose: (steps) => Object.fromEntries(steps.map((s) => [`${pad(s, 5)}_${s.name}.sql`,
+    `-- ${s.name}\n${s.noTransaction ? '-- +goose NO TRANSACTION\n' : ''}-- +goose Up\n` +
+    s.up.map((sql) => (sql.includes('$$') ? `-- +goose StatementBegin\n${sql};\n-- +goose StatementEnd\n` : `${sql};\n`)).join('') +
+    `\n-- +goose Down\n${DOWN}\n`])),
+  dbmate: (steps) => Object.fromEntries(steps.map((s) => [`${recorded('dbmate', s)}_${s.name}.sql`,
+    `-- migrate:up${s.noTransaction ? ' transaction:false' : ''}\n${statements(s)}\n-- migrate:down\n${DOWN}\n`])),
+  flyway: (steps) => Object.fromEntries(steps.flatMap((s) => [
+    [`V${s.version}${s.version === 1 ? '.0' : ''}__${s.name}.sql`, statements(s)],
+    [`U${s.version}__${s.name}.sql`, DOWN],
+  ])),
+};
+
+/** A database built by psql from the up SQL of `steps`, file by file, as a person would check them. */
+export async function witness(t: Test, steps: readonly Step[]): Promise<Database> {
+  const db = await freshDatabase(t, 'exec_fmt_witness');
+  const dir = artifactDir(t, Object.fromEntries(steps.map((s, i) => [`${i}.sql`, statements(s)])));
+  for (const [i] of steps.entries()) {
+    await new Promise<void>((resolve, reject) => {
+      execFile('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', join(dir, `${i}.sql`), db.url], (err, _out, stderr) =>
+        err ? reject(new Error(`psql failed: ${stderr}`)) : resolve());
+    });
+  }
+  return db;
+}

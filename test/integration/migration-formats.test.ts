@@ -1,0 +1,56 @@
+// PtahMigrations whose artifacts are other tools' directories (spec.artifact.format), on the real control plane
+// with the real runner, executor and PostgreSQL: each converges with one Apply, records each file once, runs no
+// down section, and builds what psql builds from the up SQL (migration-format-fixtures.ts).
+import t from 'tap';
+import type { V1ConfigMap } from '@kubernetes/client-node';
+import type { MigrationFormat } from '../../src/shared/migration-format.js';
+import { catalogFacts } from './executor-helpers.js';
+import { LAYOUTS, STEPS, recorded, witness } from './migration-format-fixtures.js';
+import { jobsOf, migrationWorld, type MigrationWorld } from './migration-world.js';
+
+const POLICY = 'formats-policy';
+
+/** The sample's verification policy, but for file names of every format (the sample's pattern is the ptah one). */
+async function installFormatsPolicy(w: MigrationWorld): Promise<void> {
+  const policy = ['version: 1', 'requiredLabels:', '  ptah.run/artifact-type: migrations', 'maxTotalBytes: 524288',
+    "fileNamePattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$'", ''].join('\n');
+  await w.admin.create<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: POLICY, namespace: w.ns }, immutable: true, data: { 'policy.yaml': policy } });
+}
+
+for (const format of ['goose', 'dbmate', 'flyway'] as const satisfies readonly MigrationFormat[]) {
+  t.test(`a ${format} directory converges through PtahMigration, each file once`, async (t) => {
+    const w = await migrationWorld(t);
+    await w.startController();
+    const db = await w.database(`fmt_${format}`);
+    const secret = await w.installSample(db);
+    await installFormatsPolicy(w);
+    await w.artifact(`orders-${format}`, LAYOUTS[format](STEPS));
+    const created = await w.createMigration({ name: 'orders', artifact: `orders-${format}`, secret, apply: 'Always', format, verificationPolicy: POLICY });
+    t.equal(created.spec.artifact.format, format, 'fixture: the resource declares the format');
+    const done = await w.waitFor('orders', 'applied and in sync', (m) =>
+      (m.status?.phase === 'InSync' && m.status.lastRun?.outcome === 'Applied' ? m : undefined));
+    t.same(done.status?.lastRun?.appliedVersions?.map((v) => BigInt(v).toString()), STEPS.map((s) => recorded(format, s)), 'the run applied every file, in version order');
+    const history = await w.history(db);
+    t.same(history.map((r) => BigInt(r.version).toString()), STEPS.map((s) => recorded(format, s)), 'the history table holds each version once');
+    t.same(new Set(history.map((r) => r.operationId)).size, 1, 'under one operation');
+    t.equal(jobsOf(w, 'apply').length, 1, 'one Apply Job');
+    t.same(await catalogFacts(db.url), await catalogFacts((await witness(t, STEPS)).url), 'the database equals what psql builds from the up SQL');
+  });
+}
+
+t.test('a directory read in the format the resource does not declare is refused, and nothing runs', async (t) => {
+  const w = await migrationWorld(t);
+  await w.startController();
+  const db = await w.database('fmt_undeclared');
+  const secret = await w.installSample(db);
+  await installFormatsPolicy(w);
+  await w.artifact('orders-goose', LAYOUTS.goose(STEPS));
+  await w.createMigration({ name: 'orders', artifact: 'orders-goose', secret, apply: 'Always', verificationPolicy: POLICY });
+  const refused = await w.waitFor('orders', 'the reading refused', (m) => {
+    const ready = m.status?.conditions?.find((c) => c.type === 'Ready');
+    return ready?.message?.includes('00001_users.sql') ? ready : undefined;
+  });
+  t.match(refused.message, /not named <version>_<name>\.up\.sql.*spec\.artifact\.format/, 'the message names the files and the field that would read them');
+  t.equal(jobsOf(w, 'apply').length, 0, 'no Apply Job');
+  t.same(await w.history(db), [], 'nothing was recorded');
+});
