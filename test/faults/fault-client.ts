@@ -1,15 +1,16 @@
 // A fault-injecting wrapper around the real API client, for the dispatch-order tests. It classifies every write
 // by the dispatch step that makes it (a schema plan's projection ConfigMap is the stage step's), can make one
-// step's write fail, can "stop the process" right after one step's write (every later write fails, as if the
-// manager died there), can fail the read-back of the created Job, can run a test's own action once just before or
+// step's write fail, can fail the read-back of the created Job, can run a test's own action once just before or
 // just after one step's write (something a person does at exactly that point of the dispatch), and keeps a call
-// log so a test can audit the order of what reached the API server.
+// log so a test can audit the order of what reached the API server. A manager stopped right after a step's write is
+// not emulated here: the dispatch-order tests kill a real manager process for it (dispatch-order-stop.ts).
 import type { V1Job } from '@kubernetes/client-node';
 import { ApiError, refOf, type KubeClient, type KubeObject, type ResourceRef, type WriteOptions, type PatchType } from '../../src/shared/kube-client.js';
+import { canonicalJson } from '../../src/shared/canonical.js';
 import type { DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
 import { PLAN_LABEL } from '../../src/shared/planstore.js';
 
-export type FaultMode = 'fail' | 'stop-after' | 'read-fail';
+export type FaultMode = 'fail' | 'read-fail';
 
 export interface Fault {
   step: DispatchStep;
@@ -41,11 +42,14 @@ interface ClaimView {
   leaseEpoch?: string;
 }
 
+/** Key order is not content: a status sent by a manager and the same status as the API server returns it differ in it. */
+const sameJson = (a: unknown, b: unknown): boolean => (a === undefined || b === undefined ? a === b : canonicalJson(a) === canonicalJson(b));
+
 /** Which dispatch step a write to the owner's status is, judged by what it would change in the claim. */
 export function classifyClaimChange(before: ClaimView | undefined, after: ClaimView | undefined): DispatchStep | undefined {
   if (!after) return undefined;
   if (!before?.admissionSnapshot && after.admissionSnapshot) return 'snapshot';
-  if (before && JSON.stringify(before.admissionSnapshot) !== JSON.stringify(after.admissionSnapshot)) return 'snapshot';
+  if (before && !sameJson(before.admissionSnapshot, after.admissionSnapshot)) return 'snapshot';
   if (!before?.dispatchStarted && after.dispatchStarted) return 'mark';
   if (!before?.jobUID && after.jobUID) return 'record';
   if (before && before.leaseEpoch !== after.leaseEpoch) return 'lease';
@@ -78,7 +82,6 @@ export class FaultClient implements KubeClient {
   readonly createdJobs: string[] = [];
   private fault?: Fault & { fired: boolean };
   private hook?: StepHook & { ran: boolean };
-  private stopped = false;
   private createdSinceArm = false;
 
   constructor(private readonly inner: KubeClient) {}
@@ -96,24 +99,14 @@ export class FaultClient implements KubeClient {
   get hookRan(): boolean {
     return this.hook?.ran ?? false;
   }
-  /** A new manager process over the same API server: no fault, not stopped. */
-  restart(): void {
-    this.fault = undefined;
-    this.stopped = false;
-  }
-
   private async runHook(step: DispatchStep | undefined, when: StepHook['when']): Promise<void> {
     const h = this.hook;
-    if (!h || h.ran || step === undefined || h.step !== step || h.when !== when || this.stopped) return;
+    if (!h || h.ran || step === undefined || h.step !== step || h.when !== when) return;
     h.ran = true;
     await h.run();
   }
 
   private gate(step: DispatchStep | undefined, verb: CallRecord['verb'], kind: string, name: string): void {
-    if (this.stopped) {
-      this.calls.push({ verb, kind, name, step, ok: false });
-      throw new ApiError({}, `${verb} ${kind}/${name}: process stopped`);
-    }
     const f = this.fault;
     if (f && !f.fired && f.mode === 'fail' && step === f.step) {
       f.fired = true;
@@ -124,18 +117,13 @@ export class FaultClient implements KubeClient {
 
   private after(step: DispatchStep | undefined, verb: CallRecord['verb'], kind: string, name: string): void {
     this.calls.push({ verb, kind, name, step, ok: true });
-    const f = this.fault;
-    if (f && !f.fired && f.mode === 'stop-after' && step === f.step) {
-      f.fired = true;
-      this.stopped = true;
-    }
   }
 
   private async writeStep(ref: ResourceRef, options: WriteOptions | undefined, dryRun: () => Promise<KubeObject>): Promise<DispatchStep | undefined> {
     if (ref.kind === 'Lease') return 'lease';
     if (options?.subresource !== 'status') return undefined;
     if (APPROVAL_KINDS.has(ref.kind)) return 'consume';
-    if (!OWNER_KINDS.has(ref.kind) || this.stopped) return undefined;
+    if (!OWNER_KINDS.has(ref.kind)) return undefined;
     const before = await this.inner.tryGet(ref);
     const wouldStore = await dryRun();
     return classifyClaimChange(claimOf(before), claimOf(wouldStore));

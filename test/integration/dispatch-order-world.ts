@@ -1,9 +1,10 @@
 // The dispatch-order tests' harness (the seed's dispatch_order_test), for both families: a resource driven pass by
 // pass through its family's real reconciler, on the real API server, with a fault-injecting client between the
 // two; a view of what the API server holds about the claim, read around the fault; the invariants every
-// intermediate state must satisfy; and the verdicts a row is judged by. A family (MIGRATION, SCHEMA) supplies only
-// what differs: its world and resource, its reconcile function, and where it records an unaccounted run, an
-// approval and what its Job reads besides the Job.
+// intermediate state must satisfy; and the verdicts a row is judged by. A row whose fault is the manager stopping
+// right after a step's write kills a real manager process there instead (dispatch-order-stop.ts), judged by the
+// same invariants and verdicts. A family (MIGRATION, SCHEMA) supplies only what differs: its worlds and resource,
+// its reconcile function, and where it records an unaccounted run, an approval and what its Job reads besides the Job.
 import type { V1ConfigMap, V1Job, V1Lease } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import type { OwnerDeps, OwnerResource, PassEnd } from '../../src/controller/pass.js';
@@ -14,7 +15,7 @@ import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { PtahSchema, PtahSchemaPlan } from '../../src/shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../src/shared/api/shapes.js';
 import { restClient, type KubeClient, type KubeObject, type ResourceRef } from '../../src/shared/kube-client.js';
-import { ORDER, swapped, type DispatchOrder, type DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
+import { ORDER, swapped, type DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
 import { PLAN_LABEL } from '../../src/shared/planstore.js';
 import { holderIdentityFor, leaseNameFor, realmDigestOf } from '../../src/shared/realm.js';
 import { TargetLock } from '../../src/shared/targetlock.js';
@@ -22,10 +23,13 @@ import { sharedCluster } from '../../tools/stack/cluster.js';
 import type { TestDatabase } from '../../tools/stack/postgres.js';
 import { waitFor } from '../../tools/stack/wait.js';
 import { FaultClient, recordedOnlyConfirmed, type FaultMode } from '../faults/fault-client.js';
+import { crashSchemaWorld, crashWorld, type CrashWorld, type Swap } from './crash-world.js';
+import { runStopRow } from './dispatch-order-stop.js';
 import { jobsOf, manualReconciler, migrationWorld, WAIT_MS, type MigrationWorld } from './migration-world.js';
 import { schemaJobsOf, schemaWorld, type SchemaWorld } from './schema-world.js';
 
-export type Arm = 'refused' | 'contended' | FaultMode;
+/** How a row faults its step: in process (refused, contended, a fault of the client), or by stopping a real manager process right after the step's write. */
+export type Arm = 'refused' | 'contended' | FaultMode | 'stop-after';
 
 export interface Row {
   step: DispatchStep;
@@ -67,7 +71,7 @@ export const RECOVERY_ROWS: Omit<Row, 'swap' | 'problem'>[] = [
 export const STOP_AFTER_MARK: Omit<Row, 'swap' | 'problem'> = { step: 'mark', arm: 'stop-after' };
 
 /** The resource either family reconciles, with the status fields the harness reads of both. */
-type Owner = OwnerResource & { status?: { phase?: string; plan?: unknown } };
+export type Owner = OwnerResource & { status?: { phase?: string; plan?: unknown } };
 
 /** What the harness needs of a family's world (MigrationWorld and SchemaWorld both are one). */
 export interface FamilyWorld<O extends Owner> {
@@ -76,6 +80,7 @@ export interface FamilyWorld<O extends Owner> {
   jobsSeen: Map<string, V1Job>;
   ref(kind: keyof typeof KINDS, name: string): ResourceRef;
   get(name: string): Promise<O>;
+  waitFor<T>(name: string, what: string, ready: (o: O) => T | undefined, timeoutMs?: number): Promise<T>;
   /** Approves the resource's current plan as the approver identity. */
   approve(name: string): Promise<KubeObject>;
   startController(): Promise<void>;
@@ -96,8 +101,12 @@ export interface DispatchFamilyUnderTest<O extends Owner, W extends FamilyWorld<
   stages: boolean;
   /** The outcome its unaccounted record gives a run that may or may not have happened. */
   unknownOutcome: string;
-  /** A fresh world with one resource of the family (policy OnApproval) on an empty database; nothing reconciled yet. */
-  setup(t: Test): Promise<{ world: W; db: TestDatabase }>;
+  /** A fresh world of the family, reconciled in process. */
+  world(t: Test): Promise<W>;
+  /** The same world with the manager as a real process behind the crash proxy (for the rows that stop it). */
+  crashWorld(t: Test): Promise<CrashWorld<W>>;
+  /** One resource of the family (policy OnApproval) on an empty database; returns the database. */
+  populate(world: W): Promise<TestDatabase>;
   reconcile(deps: OwnerDeps, namespace: string, name: string): Promise<PassEnd | undefined>;
   /**
    * The record of the claim's run still to be accounted for, when it names the claim: a migration's unresolvedRun, a
@@ -109,10 +118,15 @@ export interface DispatchFamilyUnderTest<O extends Owner, W extends FamilyWorld<
   recorded(o: O, claimId: string): boolean;
   /** Whether what the claim's Job reads besides the Job is in place (true for a family that stages nothing). */
   staged(world: W, claim: ActiveOperation): Promise<boolean>;
+  /** The names of the ConfigMaps the stage step writes for the claim's Job ([] for a family that stages nothing). */
+  stagedNames(world: W, claim: ActiveOperation): Promise<string[]>;
   /** The resource's Apply Jobs the world saw, oldest first. */
   applyJobs(world: W): V1Job[];
-  /** Lets the controller finish what the row left, so the namespace can go; returns any problem it saw. */
-  finish(world: W, db: TestDatabase, end: View): Promise<string[]>;
+  /**
+   * Lets the controller finish what the row left, so the namespace can go; returns any problem it saw.
+   * `startController` starts it (in process), or does nothing when a manager process already runs.
+   */
+  finish(world: W, db: TestDatabase, end: View, startController: () => Promise<void>): Promise<string[]>;
 }
 
 /** The rows a family runs: every step it has (no stage row for a family that stages nothing). */
@@ -146,14 +160,100 @@ export interface RowResult {
   passes: string[];
 }
 
-/** Brings a fresh resource to an undispatched Apply claim, then runs the row with the given dispatch order. */
-export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>, row: Omit<Row, 'swap' | 'problem'>, order: DispatchOrder): Promise<RowResult> {
+/**
+ * What the API server holds about one claim (`view`), and the invariants every state a stopped manager could hand to
+ * the next must satisfy (`invariants`).
+ */
+export function claimObserver<O extends Owner, W extends FamilyWorld<O>>(family: DispatchFamilyUnderTest<O, W>, world: W, claim: ActiveOperation, approvalName: string, realm: string, ours: string): { view(): Promise<View>; invariants(v: View): string[] } {
+  const view = async (): Promise<View> => {
+    const o = await world.get(family.name);
+    const c = o.status?.activeOperation;
+    const ap = await world.admin.get<KubeObject & { status?: { conditions?: { type: string; status: string }[] } }>(world.ref(family.approvalKind, approvalName));
+    const job = await world.admin.tryGet<V1Job>({ apiVersion: 'batch/v1', kind: 'Job', namespace: world.ns, name: claim.jobName });
+    const lease = await world.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: world.ns, name: leaseNameFor(realm) });
+    const unaccounted = family.unaccounted(o, claim.id);
+    return {
+      claim: c,
+      claimIsOurs: c?.id === claim.id,
+      uncertain: unaccounted !== undefined,
+      unknown: unaccounted?.outcome === family.unknownOutcome,
+      recorded: family.recorded(o, claim.id),
+      approvalSpent: ap.status?.conditions?.some((x) => x.type === 'Consumed' && x.status === 'True') ?? false,
+      staged: await family.staged(world, claim),
+      jobs: job ? 1 : 0,
+      leaseHolder: lease?.spec?.holderIdentity,
+    };
+  };
+  const invariants = (v: View): string[] => {
+    const out: string[] = [];
+    if (!v.claimIsOurs) return out;
+    const marked = v.claim?.dispatchStarted === true;
+    if (v.jobs > 0 && !marked) out.push('a Job exists under the reserved name but the claim does not say one may');
+    if (marked && !v.approvalSpent) out.push('marked, but the approval it spends is not spent');
+    if (marked && !v.claim?.admissionSnapshot) out.push('marked with no admission snapshot');
+    if (marked && !v.staged) out.push('the claim is marked with nothing staged for its Job to read');
+    if (marked && v.leaseHolder !== ours) out.push('marked while another holder has the realm');
+    return out;
+  };
+  return { view, invariants };
+}
+
+/** What a row ended with, for its final verdicts. */
+export interface RowEnd {
+  row: Omit<Row, 'swap' | 'problem'>;
+  end: View;
+  /** Stored creates of the claim's Job, ever and when the fault fired. */
+  creates: number;
+  createsAtStop: number;
+  /** The claim was marked with no Job when the fault fired. */
+  markedWithoutJob: boolean;
+  /** A create of the claim's Job failed and none was stored (it may have been). */
+  createFailed: boolean;
+  /** The Apply Jobs of the resource the world saw. */
+  applyJobs: number;
+  /** What the call-log audit (recordedOnlyConfirmed) found. */
+  audit: string | undefined;
+}
+
+/** The verdicts every row is judged by, however its fault was made. */
+export function finalProblems({ row, end, creates, createsAtStop, markedWithoutJob, createFailed, applyJobs, audit }: RowEnd): string[] {
+  const problems: string[] = [];
+  if (creates > 1 || applyJobs > 1) problems.push(`more than one Apply Job was created (${creates} creates, ${applyJobs} seen)`);
+  if (markedWithoutJob && creates > createsAtStop) problems.push('a claim marked with no Job created one after the restart');
+  if (markedWithoutJob && !end.unknown) problems.push('a claim marked with no Job did not end as an unknown outcome naming it');
+  if (row.arm === 'refused') {
+    if (end.claimIsOurs || creates > 0) problems.push('the refused claim came back or dispatched');
+  } else {
+    if (end.claimIsOurs && !end.claim?.jobUID) problems.push('the claim never reached its Job after the restart');
+    if (!end.claimIsOurs && !end.uncertain && !end.recorded) problems.push('the claim was retired without dispatching and without a record');
+    // Unaccounted is right only where nobody can say whether a Job exists: a durable mark without a Job, or a create
+    // that failed (it may have been stored). A Job that was created and answered for must be adopted instead.
+    if (end.uncertain && !markedWithoutJob && !createFailed) problems.push('the claim was recorded unaccounted although it was not marked without a Job and its create did not fail');
+  }
+  if (audit) problems.push(audit);
+  return problems;
+}
+
+/** A fresh in-process world of `family` with its one resource (nothing reconciled yet), and the resource's database. */
+export async function inProcessWorld<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>): Promise<{ world: W; db: TestDatabase }> {
+  const world = await family.world(t);
+  return { world, db: await family.populate(world) };
+}
+
+/**
+ * Brings a fresh resource to an undispatched Apply claim, then runs the row, with the two steps `swap` names
+ * exchanged when given. A row that stops the manager runs on a real manager process (runStopRow); the others drive
+ * the family's reconciler pass by pass in this process, through a fault-injecting client.
+ */
+export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>, row: Omit<Row, 'swap' | 'problem'>, swap?: Swap): Promise<RowResult> {
+  if (row.arm === 'stop-after') return runStopRow(t, family, row, swap);
+  const arm = row.arm;
   const NAME = family.name;
-  const { world, db } = await family.setup(t);
+  const { world, db } = await inProcessWorld(t, family);
   const managerClient = await restClient(sharedCluster().kubeConfig('manager'), { fieldManager: 'ptah-dispatch-order-test' });
   const faults = new FaultClient(managerClient);
   // manualReconciler's deps name no family (its pass is the migration's, which is not used here).
-  const deps: OwnerDeps = { ...manualReconciler(world as unknown as MigrationWorld, faults).deps, order };
+  const deps: OwnerDeps = { ...manualReconciler(world as unknown as MigrationWorld, faults).deps, order: swap ? swapped(...swap) : ORDER };
   const passes: string[] = [];
   const pass = async (): Promise<void> => {
     try {
@@ -188,36 +288,7 @@ export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test,
   if (claim.coordinationDigest !== realm) fixtureProblems.push(`fixture: the claim names realm ${claim.coordinationDigest}, not ${realm}`);
   const ours = holderIdentityFor(o0.metadata.uid!, claim.id);
   const contenderLock = new TargetLock(world.admin, world.ns);
-  const view = async (): Promise<View> => {
-    const o = await world.get(NAME);
-    const c = o.status?.activeOperation;
-    const ap = await world.admin.get<KubeObject & { status?: { conditions?: { type: string; status: string }[] } }>(world.ref(family.approvalKind, approval.metadata!.name!));
-    const job = await world.admin.tryGet<V1Job>({ apiVersion: 'batch/v1', kind: 'Job', namespace: world.ns, name: claim.jobName });
-    const lease = await world.admin.tryGet<V1Lease>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: world.ns, name: leaseNameFor(realm) });
-    const unaccounted = family.unaccounted(o, claim.id);
-    return {
-      claim: c,
-      claimIsOurs: c?.id === claim.id,
-      uncertain: unaccounted !== undefined,
-      unknown: unaccounted?.outcome === family.unknownOutcome,
-      recorded: family.recorded(o, claim.id),
-      approvalSpent: ap.status?.conditions?.some((x) => x.type === 'Consumed' && x.status === 'True') ?? false,
-      staged: await family.staged(world, claim),
-      jobs: job ? 1 : 0,
-      leaseHolder: lease?.spec?.holderIdentity,
-    };
-  };
-  const invariants = (v: View): string[] => {
-    const out: string[] = [];
-    if (!v.claimIsOurs) return out;
-    const marked = v.claim?.dispatchStarted === true;
-    if (v.jobs > 0 && !marked) out.push('a Job exists under the reserved name but the claim does not say one may');
-    if (marked && !v.approvalSpent) out.push('marked, but the approval it spends is not spent');
-    if (marked && !v.claim?.admissionSnapshot) out.push('marked with no admission snapshot');
-    if (marked && !v.staged) out.push('the claim is marked with nothing staged for its Job to read');
-    if (marked && v.leaseHolder !== ours) out.push('marked while another holder has the realm');
-    return out;
-  };
+  const { view, invariants } = claimObserver(family, world, claim, approval.metadata!.name!, realm, ours);
   const problems = new Set<string>(fixtureProblems);
   const check = async () => {
     for (const p of invariants(await view())) problems.add(p);
@@ -225,20 +296,20 @@ export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test,
 
   // Arm.
   let release: (() => Promise<unknown>) | undefined;
-  if (row.arm === 'refused' || row.arm === 'contended') {
+  if (arm === 'refused' || arm === 'contended') {
     const held = await contenderLock.acquire({ coordinationDigest: realm, holder: CONTENDER, durationSeconds: 960 });
     if (held.kind !== 'acquired') throw new Error('the contender could not take the realm');
     release = () => contenderLock.release({ coordinationDigest: realm, holder: CONTENDER, epoch: held.epoch });
-    if (row.arm === 'refused') {
+    if (arm === 'refused') {
       // Moves the authorization: a spec edit bumps the generation the claim's input fingerprint digests.
       await world.admin.patch(world.ref(family.kind, NAME), { spec: { interval: '11m' } }, 'merge');
     }
   } else {
-    faults.arm({ step: row.step, mode: row.arm });
+    faults.arm({ step: row.step, mode: arm });
   }
 
   // Passes up to the fault.
-  if (row.arm === 'refused' || row.arm === 'contended') {
+  if (arm === 'refused' || arm === 'contended') {
     await pass();
     await check();
   } else {
@@ -249,16 +320,15 @@ export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test,
     if (!faults.fired) problems.add(`the ${row.step} step was not measured: its fault never fired`);
   }
   const atStop = await view();
-  if (row.arm === 'refused') {
+  if (arm === 'refused') {
     if (atStop.claimIsOurs) problems.add('the claim whose authorization moved was not retired while another holder had the realm');
     if (atStop.leaseHolder === ours) problems.add('the refused claim took the realm');
   }
   const markedWithoutJob = atStop.claimIsOurs && atStop.claim?.dispatchStarted === true && atStop.jobs === 0;
   const createsAtStop = faults.createdJobs.filter((n) => n === claim.jobName).length;
 
-  // Recovery: a new process, the contender gone.
+  // Recovery: the fault spent (a client fault fires once), the contender gone.
   await release?.();
-  faults.restart();
   for (let i = 0; i < 12; i++) {
     const v = await view();
     if (!v.claimIsOurs || v.claim?.jobUID) break;
@@ -273,25 +343,13 @@ export async function runRow<O extends Owner, W extends FamilyWorld<O>>(t: Test,
   // Verdicts.
   const end = await view();
   const creates = faults.createdJobs.filter((n) => n === claim.jobName).length;
-  const applyJobs = family.applyJobs(world).length;
-  if (creates > 1 || applyJobs > 1) problems.add(`more than one Apply Job was created (${creates} creates, ${applyJobs} seen)`);
-  if (markedWithoutJob && creates > createsAtStop) problems.add('a claim marked with no Job created one after the restart');
-  if (markedWithoutJob && !end.unknown) problems.add('a claim marked with no Job did not end as an unknown outcome naming it');
-  if (row.arm === 'refused') {
-    if (end.claimIsOurs || creates > 0) problems.add('the refused claim came back or dispatched');
-  } else {
-    if (end.claimIsOurs && !end.claim?.jobUID) problems.add('the claim never reached its Job after 12 passes');
-    if (!end.claimIsOurs && !end.uncertain && !end.recorded) problems.add('the claim was retired without dispatching and without a record');
-    // Unaccounted is right only where nobody can say whether a Job exists: a durable mark without a Job, or a create
-    // that failed (it may have been stored). A Job that was created and answered for must be adopted instead.
-    const createFailed = faults.calls.some((c) => c.verb === 'create' && c.kind === 'Job' && c.name === claim.jobName && !c.ok) &&
-      !faults.createdJobs.includes(claim.jobName);
-    if (end.uncertain && !markedWithoutJob && !createFailed) problems.add('the claim was recorded unaccounted although it was not marked without a Job and its create did not fail');
-  }
-  const audit = recordedOnlyConfirmed(faults.calls);
-  if (audit) problems.add(audit);
-
-  for (const p of await family.finish(world, db, end)) problems.add(p);
+  const createFailed = faults.calls.some((c) => c.verb === 'create' && c.kind === 'Job' && c.name === claim.jobName && !c.ok) && creates === 0;
+  for (const p of finalProblems({
+    row, end, creates, createsAtStop, markedWithoutJob, createFailed,
+    applyJobs: family.applyJobs(world).length,
+    audit: recordedOnlyConfirmed(faults.calls),
+  })) problems.add(p);
+  for (const p of await family.finish(world, db, end, () => world.startController())) problems.add(p);
   return { problems: [...problems], passes, creates, uncertain: end.uncertain, unknown: end.unknown };
 }
 
@@ -321,7 +379,7 @@ function recoveryTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, famil
   t.test(name, async (t) => {
     for (const row of rows) {
       await t.test(`${row.step}: ${row.arm}`, async (t) => {
-        const result = await runRow(t, family, row, ORDER);
+        const result = await runRow(t, family, row);
         t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
       });
     }
@@ -330,7 +388,7 @@ function recoveryTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, famil
 
 function stopAfterMarkTest<O extends Owner, W extends FamilyWorld<O>>(t: Test, family: DispatchFamilyUnderTest<O, W>): void {
   t.test('a manager stopped between the mark and the create: the outcome is Unknown, the Job is never created', async (t) => {
-    const result = await runRow(t, family, STOP_AFTER_MARK, ORDER);
+    const result = await runRow(t, family, STOP_AFTER_MARK);
     t.same(result.problems, [], `no problems (passes: ${result.passes.join(' | ')})`);
     t.equal(result.creates, 0, 'no Job was ever created');
     t.equal(result.uncertain, true, 'the run is recorded unresolved');
@@ -342,7 +400,7 @@ function swappedTests<O extends Owner, W extends FamilyWorld<O>>(t: Test, family
   t.test('each boundary fails with its two steps exchanged', async (t) => {
     for (const row of rows) {
       await t.test(`${row.step}: ${row.arm}, ${row.swap[0]}↔${row.swap[1]}`, async (t) => {
-        const result = await runRow(t, family, row, swapped(...row.swap));
+        const result = await runRow(t, family, row, row.swap);
         t.ok(result.problems.some((p) => p.includes(row.problem)), `reports “${row.problem}” (got: ${result.problems.join('; ') || 'nothing'}; passes: ${result.passes.join(' | ')})`);
       });
     }
@@ -356,24 +414,28 @@ export const MIGRATION: DispatchFamilyUnderTest<PtahMigration, MigrationWorld> =
   name: 'orders',
   stages: false,
   unknownOutcome: 'Unknown',
-  async setup(t) {
-    const world = await migrationWorld(t);
+  world: (t) => migrationWorld(t),
+  async crashWorld(t) {
+    return crashWorld(t);
+  },
+  async populate(world) {
     const db = await world.database('dispatch');
     const secret = await world.installSample(db);
     await world.sampleArtifact();
     await world.createMigration({ name: this.name, artifact: 'orders-migrations-r1', secret, apply: 'OnApproval' });
-    return { world, db };
+    return db;
   },
   reconcile: reconcileMigration,
   unaccounted: (m, id) => (m.status?.unresolvedRun?.operationID === id ? m.status.unresolvedRun : undefined),
   recorded: (m) => Boolean(m.status?.lastRun),
   staged: () => Promise.resolve(true),
+  stagedNames: () => Promise.resolve([]),
   applyJobs(world) {
     return jobsOf(world, 'apply', this.name);
   },
-  async finish(world) {
+  async finish(_world, _db, _end, startController) {
     // Let the controller finish the run and take its finalizer off, so the namespace can go.
-    await world.startController();
+    await startController();
     return [];
   },
 };
@@ -391,13 +453,14 @@ export const SCHEMA: DispatchFamilyUnderTest<PtahSchema, SchemaWorld> = {
   name: 'catalog',
   stages: true,
   unknownOutcome: 'OutcomeUnknown',
-  async setup(t) {
-    const world = await schemaWorld(t);
+  world: (t) => schemaWorld(t),
+  crashWorld: (t) => crashSchemaWorld(t),
+  async populate(world) {
     const db = await world.database('dispatch');
     const secret = await world.installSample(db);
     await world.desired('catalog-r1', SCHEMA_SQL);
     await world.createSchema({ name: this.name, artifact: 'catalog-r1', secret, apply: 'OnApproval' });
-    return { world, db };
+    return db;
   },
   reconcile: reconcileSchema,
   unaccounted: (s, id) => (s.status?.pendingObservation?.applyOperationID === id ? s.status.pendingObservation : undefined),
@@ -414,16 +477,21 @@ export const SCHEMA: DispatchFamilyUnderTest<PtahSchema, SchemaWorld> = {
       .map((cm) => cm.metadata!.name!));
     return plan.spec.chunks.length > 0 && plan.spec.chunks.every((name) => owned.has(name));
   },
+  async stagedNames(world, claim) {
+    // A projection is named after the chunk it projects (a plan with none fails `staged` instead).
+    const plan = claim.planRef ? await world.admin.tryGet<PtahSchemaPlan>(world.ref('PtahSchemaPlan', claim.planRef.name)) : undefined;
+    return plan?.spec.chunks ?? [];
+  },
   applyJobs(world) {
     return schemaJobsOf(world, 'apply', this.name);
   },
-  async finish(world, db, end) {
+  async finish(world, db, end, startController) {
     // A dispatched Apply is run, harvested and proven by the controller, and the database recorded it once. A claim
     // that ended otherwise (refused, or an unknown outcome whose proof waits out the Apply's window) is left: its
     // finalizer stays until the run's control plane goes.
     if (!end.claimIsOurs || !end.claim?.jobUID) return [];
     const applyId = end.claim.id;
-    await world.startController();
+    await startController();
     try {
       await world.waitFor(this.name, 'the dispatched Apply proven and settled', (s) => (!s.status?.activeOperation && !s.status?.pendingObservation && s.status?.applied ? s : undefined), WAIT_MS);
     } catch (e) {

@@ -20,7 +20,7 @@ import { TargetLock } from '../../src/shared/targetlock.js';
 import type { OwnerDeps, OwnerResource, PassEnd } from '../../src/controller/pass.js';
 import { sharedCluster } from '../../tools/stack/cluster.js';
 import { sleep, waitFor } from '../../tools/stack/wait.js';
-import { MIGRATION, SCHEMA } from './dispatch-order-world.js';
+import { inProcessWorld, MIGRATION, SCHEMA } from './dispatch-order-world.js';
 import { manualReconciler, WAIT_MS, type MigrationWorld } from './migration-world.js';
 
 /** The real client, counting every request as "verb Kind" ("update Kind/status" for a status write). */
@@ -62,7 +62,7 @@ interface Driver {
 
 async function drive(t: Test, family: Family): Promise<Driver> {
   const NAME = family.name;
-  const { world } = await family.setup(t);
+  const { world } = family === MIGRATION ? await inProcessWorld(t, MIGRATION) : await inProcessWorld(t, SCHEMA);
   const managerClient = await restClient(sharedCluster().kubeConfig('manager'), { fieldManager: 'ptah-dispatch-reads-test' });
   const deps: OwnerDeps = manualReconciler(world as unknown as MigrationWorld, managerClient).deps;
   const get = () => world.get(NAME) as Promise<Owner>;

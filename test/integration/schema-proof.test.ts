@@ -75,6 +75,15 @@ t.test('an Apply with more Pods than the record keeps: recorded once as unknown,
   // Before the kept UIDs were compared, every pass rewrote the record and ended at once: the proof never started.
   t.ok(proven, 'the proof ran to its end');
   t.same(await appliesIn(w, held.db), [held.claim.id], 'the database applied the plan once');
+  // The Apply did commit, so the proof reads no changes: the unknown outcome converged. The seed: "A schema whose
+  // uncertain Apply converges is recorded as converged with no Apply attributed to it".
+  const settledAt = held.states.findIndex((s, i) => i > 0 && !s.status?.pendingObservation && held.states[i - 1]?.status?.pendingObservation?.applyOperationID === held.claim.id);
+  const settle = held.states[settledAt];
+  const ready = settle?.status?.conditions?.find((c) => c.type === 'Ready');
+  t.ok(settle, 'the watch saw the write that settled the proof');
+  t.equal(settle?.status?.phase, 'InSync', 'that write says the database is in sync');
+  t.equal(ready?.reason, 'ConvergedAfterUnknownOutcome', `and reports it converged after an unknown outcome (${ready?.message})`);
+  t.not(settle?.status?.applied?.operationID, held.claim.id, 'attributing no Apply: convergence is not attribution');
 });
 
 t.test('a target edited while a proof is owed: the proof reads the database the Apply ran against, settles, and only then the new target is read', async (t) => {
