@@ -1,19 +1,20 @@
 // The Helm chart (charts/ptah, generated beside manifests/) with the real helm CLI (tools/helm/build.sh): `helm lint`;
 // `helm template` with default values holds the objects of `kubectl kustomize manifests/` but for what the chart
-// documents (docs/helm.md); values the schema does not know are refused, named; and on a control plane of its own
-// (the chart's cluster-wide webhooks would fail closed for every other test on the shared one) `helm install`,
-// `helm upgrade` with changed values, `helm rollback` and `helm uninstall`, which leaves the CRDs and the resources.
-// Not proven here: the manager's Pods running (the fake kubelet has no image for them and no Service routing), so
-// neither a PtahSchema converging under the chart's Deployment nor an upgrade adopting an Apply in flight.
+// documents (docs/helm.md); values the schema does not know are refused, named; and on a control plane of its own (the
+// chart's cluster-wide webhooks would fail closed for every other test on the shared one) `helm install`, `helm
+// upgrade` with changed values and with a changed CRD, `helm rollback` and `helm uninstall`, which leaves the CRDs and
+// the resources. Not proven here: the manager's Pods running (the fake kubelet has no image for them and no Service
+// routing), so neither a PtahSchema converging under the chart's Deployment nor an upgrade adopting an Apply in flight.
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   AdmissionregistrationV1Api, ApiException, ApiextensionsV1Api, AppsV1Api, CoreV1Api, type V1Deployment, type V1Secret, type V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { API_VERSION, INSTALL, KINDS } from '../../src/shared/api/names.js';
+import { API_VERSION, GROUP, INSTALL, KINDS } from '../../src/shared/api/names.js';
 import { restClient, type KubeObject } from '../../src/shared/kube-client.js';
 import { startControlPlane } from '../../tools/stack/controlplane.js';
 import { helm } from '../../tools/stack/helm.js';
@@ -24,6 +25,7 @@ import { waitFor } from '../../tools/stack/wait.js';
 const CHART = join(REPO_ROOT, 'charts/ptah');
 const NS = INSTALL.namespace;
 const KEEP = 'helm.sh/resource-policy';
+const MARK = 'ptah.run/helm-test';
 
 interface Obj {
   apiVersion: string;
@@ -215,11 +217,25 @@ t.test('on a control plane of its own: install, upgrade with changed values, rol
   t.match(refused.stderr, /replicaCount/, 'naming it');
   t.equal((await deployment()).spec?.replicas, 1, 'and changes nothing');
 
+  // A release whose CRD changed: the upgrade applies it (Helm's crds/ directory would not), the rollback takes it back.
+  const changed = await mkdtemp(join(tmpdir(), 'ptah-chart-'));
+  t.teardown(() => rm(changed, { recursive: true, force: true }));
+  await cp(CHART, changed, { recursive: true });
+  const crdFile = join(changed, 'templates/crds', `${KINDS.PtahSchema.plural}.yaml`);
+  await writeFile(crdFile, (await readFile(crdFile, 'utf8')).replace(`    ${KEEP}: keep\n`, `    ${KEEP}: keep\n    ${MARK}: changed\n`));
+  const schemaCrd = `${KINDS.PtahSchema.plural}.${GROUP}`;
+  const mark = async () => (await crds.readCustomResourceDefinition({ name: schemaCrd })).metadata?.annotations?.[MARK];
+  t.equal(await mark(), undefined, 'the installed CRD is unmarked');
+  const crdUpgrade = await h(['upgrade', 'ptah', changed, '--namespace', NS, '--reuse-values']);
+  t.equal(crdUpgrade.code, 0, `helm upgrade to a chart whose CRD changed ${crdUpgrade.stderr.trim()}`);
+  t.equal(await mark(), 'changed', 'the upgrade applied the changed CRD');
+
   const rolledBack = await h(['rollback', 'ptah', '1', '--namespace', NS]);
   t.equal(rolledBack.code, 0, `helm rollback ${rolledBack.stderr.trim()}`);
   const restored = await deployment();
   t.equal(restored.spec?.replicas, 2, 'rollback: two replicas again');
   t.equal(envOf(restored).PTAH_LOG_LEVEL, undefined, 'rollback: the default log level again');
+  t.equal(await mark(), undefined, 'rollback: the first revision\'s CRD again');
 
   const uninstalled = await h(['uninstall', 'ptah', '--namespace', NS]);
   t.equal(uninstalled.code, 0, `helm uninstall ${uninstalled.stderr.trim()}`);
