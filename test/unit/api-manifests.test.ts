@@ -54,6 +54,7 @@ t.test('charts/ptah/ is what `npm run generate` renders now, and docs/helm.md li
   for (const [name, text] of chart) {
     const onDisk = await readFile(path.join(chartDir, name), 'utf8').catch(() => undefined);
     t.ok(onDisk === text, `charts/ptah/${name} is current (run npm run generate)`);
+    t.notMatch(text, /__PTAH_[A-Z_]+__/, `charts/ptah/${name}: every sentinel became a template action`);
   }
   const onDisk = async (dir: string): Promise<string[]> => (await readdir(path.join(chartDir, dir), { withFileTypes: true }))
     .flatMap((e) => (e.isFile() ? [path.join(dir, e.name)] : []));
