@@ -205,11 +205,13 @@ t.test('on a control plane of its own: install, upgrade with changed values, rol
     spec: { target: { engine: 'PostgreSQL', coordinationKey: 'orders-db', urlFrom: { name: 'orders-db', key: 'url' } }, artifact: { configMapRef: { name: 'orders-v1' }, verificationPolicyRef: { name: 'policy', key: 'policy.json' } } },
   } as KubeObject);
 
-  const upgraded = await h(['upgrade', 'ptah', CHART, '--namespace', NS, '--reuse-values', '--set', 'replicas=1,logLevel=debug']);
+  const upgraded = await h(['upgrade', 'ptah', CHART, '--namespace', NS, '--reuse-values', '--set', 'replicas=1,logLevel=debug,image.tag=next']);
   t.equal(upgraded.code, 0, `helm upgrade ${upgraded.stderr.trim()}`);
   const after = await deployment();
   t.equal(after.spec?.replicas, 1, 'upgrade: one replica');
   t.equal(envOf(after).PTAH_LOG_LEVEL, 'debug', 'upgrade: the log level reaches the manager');
+  t.equal(after.spec?.template.spec?.containers[0]?.image, 'localhost/ptah-operator:next', 'upgrade: the new manager image');
+  t.equal(envOf(after).PTAH_RUNNER_IMAGE, 'localhost/ptah-operator:next', 'upgrade: and its runner');
   t.equal((await tlsSecret()).data?.['tls.crt'], certificate, 'upgrade keeps the generated certificate');
 
   const refused = await h(['upgrade', 'ptah', CHART, '--namespace', NS, '--reuse-values', '--set', 'replicaCount=3']);
@@ -235,6 +237,7 @@ t.test('on a control plane of its own: install, upgrade with changed values, rol
   const restored = await deployment();
   t.equal(restored.spec?.replicas, 2, 'rollback: two replicas again');
   t.equal(envOf(restored).PTAH_LOG_LEVEL, undefined, 'rollback: the default log level again');
+  t.equal(restored.spec?.template.spec?.containers[0]?.image, 'localhost/ptah-operator:dev', 'rollback: the first image again');
   t.equal(await mark(), undefined, 'rollback: the first revision\'s CRD again');
 
   const uninstalled = await h(['uninstall', 'ptah', '--namespace', NS]);
