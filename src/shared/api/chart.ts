@@ -153,6 +153,7 @@ const S = {
   caBundle: '__PTAH_CA_BUNDLE__',
   cidrs: '__PTAH_CIDRS__',
   minAvailable: '__PTAH_MIN_AVAILABLE__',
+  pullPolicy: '__PTAH_PULL_POLICY__',
 } as const;
 const NAMESPACE = '{{ .Release.Namespace }}';
 const SECRET = '{{ .Values.webhook.certificate.secretName }}';
@@ -172,14 +173,14 @@ function deploymentTemplate(): string {
   const container = pod.containers[0]!;
   // Sentinels where the objects' types want numbers and objects: the text is all that is kept.
   Object.assign(deployment.spec!, { replicas: S.replicas });
-  Object.assign(container, { resources: S.resources, imagePullPolicy: '__PTAH_PULL_POLICY__' });
+  Object.assign(container, { resources: S.resources, imagePullPolicy: S.pullPolicy });
   Object.assign(pod, { securityContext: S.podSecurityContext });
   const runner = container.env!.find((e) => e.name === 'PTAH_RUNNER_IMAGE')!;
   runner.value = S.runnerImage;
   let text = placed(toYaml([deployment, service]));
   text = block(text, S.resources, '.Values.resources');
   text = block(text, S.podSecurityContext, '.Values.podSecurityContext');
-  text = text.replace('__PTAH_PULL_POLICY__', '{{ .Values.image.pullPolicy }}');
+  text = text.replace(S.pullPolicy, '{{ .Values.image.pullPolicy }}');
   text = text.replaceAll(S.image, '{{ include "ptah.image" . }}').replace(S.replicas, '{{ .Values.replicas }}');
   // Settings the manager reads from its environment, present only when a value departs from its default.
   const settings = [
@@ -245,7 +246,7 @@ function webhooksTemplate(): string {
   const generate = 'eq .Values.webhook.certificate.source "generate"';
   const injected = certManagerObjects()[1] as { metadata: { namespace: string; name: string } };
   let text = placed(toYaml([mutating, validating]));
-  text = text.replace(/^( *)caBundle: __PTAH_CA_BUNDLE__$/gm, (_m, indent: string) =>
+  text = text.replace(new RegExp(`^( *)caBundle: ${S.caBundle}$`, 'gm'), (_m, indent: string) =>
     `${indent}{{- with $caBundle }}\n${indent}caBundle: {{ . }}\n${indent}{{- end }}`);
   // cert-manager's injection, as manifests/cert-manager adds it.
   text = text.replace(/^metadata:\n  name: (.*)$/gm, (_m, name: string) => [
