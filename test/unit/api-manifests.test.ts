@@ -6,6 +6,7 @@ import t from 'tap';
 import YAML from 'yaml';
 import { customResourceDefinitions, KIND_DEFINITIONS, type CustomResourceDefinition } from '../../src/shared/api/crd.js';
 import { DURATION_PATTERN } from '../../src/shared/api/duration.js';
+import { renderChart, valuesTable } from '../../src/shared/api/chart.js';
 import { renderManifests } from '../../src/shared/api/manifests.js';
 import { DECISION_KINDS, GROUP, INSTALL, KIND_NAMES, KINDS, MANAGER_USERNAME } from '../../src/shared/api/names.js';
 import { APPROVER_RULES, MANAGER_RULES } from '../../src/shared/api/rbac.js';
@@ -43,6 +44,24 @@ t.test('manifests/ is what `npm run generate` renders now', async (t) => {
   t.strictSame(crdFiles.filter((f) => !rendered.has(f)), [], 'no CRD file that no kind produces');
   const yamls = (await readdir(manifestsDir)).filter((f) => f.endsWith('.yaml'));
   t.strictSame(yamls.filter((f) => !rendered.has(f)), [], 'no stray top-level manifest');
+});
+
+t.test('charts/ptah/ is what `npm run generate` renders now, and docs/helm.md lists every value', async (t) => {
+  const repo = path.dirname(manifestsDir);
+  const { version } = JSON.parse(await readFile(path.join(repo, 'package.json'), 'utf8')) as { version: string };
+  const chart = renderChart(version);
+  const chartDir = path.join(repo, 'charts/ptah');
+  for (const [name, text] of chart) {
+    const onDisk = await readFile(path.join(chartDir, name), 'utf8').catch(() => undefined);
+    t.ok(onDisk === text, `charts/ptah/${name} is current (run npm run generate)`);
+    t.notMatch(text, /__PTAH_[A-Z_]+__/, `charts/ptah/${name}: every sentinel became a template action`);
+  }
+  const onDisk = async (dir: string): Promise<string[]> => (await readdir(path.join(chartDir, dir), { withFileTypes: true }))
+    .flatMap((e) => (e.isFile() ? [path.join(dir, e.name)] : []));
+  const files = [...await onDisk('.'), ...await onDisk('templates'), ...await onDisk('templates/crds')].map((f) => path.normalize(f));
+  t.strictSame(files.filter((f) => !chart.has(f)), [], 'no chart file that the generator does not write');
+  const docs = await readFile(path.join(repo, 'docs/helm.md'), 'utf8');
+  for (const row of valuesTable()) t.ok(docs.includes(row), `docs/helm.md lists ${row.split(' | ')[0]!.slice(2)}`);
 });
 
 t.test('the rendered YAML reads back as the objects it was made from', async (t) => {

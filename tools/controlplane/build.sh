@@ -13,15 +13,10 @@ export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 BINS="kube-apiserver kube-controller-manager kubectl"
 have_all() { local b; for b in $BINS etcd; do [ -x "$OUT/$b" ] || return 1; done; }
-if have_all; then echo "$OUT"; exit 0; fi
-log() { printf '[controlplane] %s\n' "$*" >&2; }
-command -v go >/dev/null || { log "building the control plane needs Go >= 1.26 on PATH (and the Go module proxy); none found"; exit 1; }
-mkdir -p "$OUT"
-# One build at a time per cache (CI and a test run may both get here); the second finds the binaries done.
-exec 9>"$CACHE/.build.lock"
-flock 9
-if have_all; then echo "$OUT"; exit 0; fi
-start=$(date +%s)
+ready() { have_all; }
+tag=controlplane result=$OUT
+# shellcheck source=../lib/go-cache.sh
+. "$here/../lib/go-cache.sh"
 
 build_kube() {
   # Work on a scratch copy so a build never rewrites the committed go.mod/go.sum.

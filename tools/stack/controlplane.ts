@@ -244,14 +244,19 @@ async function ignoreConflict(p: Promise<unknown>): Promise<void> {
 }
 
 /** Runs tools/controlplane/build.sh, which returns at once when the binaries are cached, and takes its last line. */
-export async function buildOrLocateBinaries(): Promise<string> {
-  const script = join(REPO_ROOT, 'tools/controlplane/build.sh');
+export function buildOrLocateBinaries(): Promise<string> {
+  return runBuildScript('tools/controlplane/build.sh');
+}
+
+/** Runs a build script of tools/ that prints what it built (or found cached) as its last line; returns that line. */
+export async function runBuildScript(relativePath: string): Promise<string> {
+  const script = join(REPO_ROOT, relativePath);
   const child = promisify(execFile)('bash', [script], { maxBuffer: 1 << 20 });
   child.child.stderr?.pipe(process.stderr);
   try {
     const { stdout } = await child;
     const dir = stdout.trim().split('\n').pop();
-    if (!dir) throw new Error('it printed no directory');
+    if (!dir) throw new Error('it printed nothing');
     return dir;
   } catch (e) {
     throw new Error(`${script} failed: ${(e as Error).message}`);
