@@ -45,7 +45,8 @@ export interface SoakOptions {
   /**
    * Chaos goes on past `minutes`, up to `atMostMinutes` in all, until this many Apply Pods were deleted and this many
    * executions are recorded in the databases: on a loaded machine a short soak can end before enough ran, and then
-   * it judged nothing.
+   * it judged nothing. Once this many Pods were deleted, the extension deletes no more (manager kills, API faults and
+   * revisions go on).
    */
   chaosUntil?: { podKills: number; executions: number; revisions: number; atMostMinutes: number };
   faults: FaultRates;
@@ -244,6 +245,8 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
   }
 
   let chaos = true;
+  /** Past `minutes`, chaos goes on only for what `chaosUntil` still lacks (see podKillsOwed). */
+  let extended = false;
   let running = true;
   const loops: Promise<void>[] = [];
   /** A person's write, tried again for up to 30 s: while a killed manager is down its webhooks fail closed. */
@@ -304,10 +307,16 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
 
   const runningApplyPods = async () => (await Promise.all([mw.ns, sw.ns].map((ns) => mw.admin.list<V1Pod>('v1', 'Pod', ns, { labelSelector: 'operator.ptah.run/operation=apply' }))))
     .flat().filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp);
+  // Past `minutes`, Apply Pods are deleted only while fewer than chaosUntil.podKills were: the extension is there for
+  // Applies to be recorded, and on a loaded machine an Apply Pod that starts slowly is nearly always the one running
+  // when the next kill looks, so killing on would record none however long chaos went on.
+  const podKillsOwed = () => !extended || !options.chaosUntil ||
+    injected.podKills.graceZero + injected.podKills.graceful < options.chaosUntil.podKills;
   every(() => between(options.podKillEveryMs), async () => {
+    if (!podKillsOwed()) return;
     // Apply Pods live seconds: the next one that runs within half a minute is the one killed.
     let pod: V1Pod | undefined;
-    for (const until = Date.now() + 30_000; !pod && chaos && Date.now() < until; await sleep(500)) pod = pick(await runningApplyPods());
+    for (const until = Date.now() + 30_000; !pod && chaos && podKillsOwed() && Date.now() < until; await sleep(500)) pod = pick(await runningApplyPods());
     if (!pod) return;
     const graceZero = random() < 0.5;
     await mw.admin.delete({ apiVersion: 'v1', kind: 'Pod', namespace: pod.metadata!.namespace!, name: pod.metadata!.name! }, graceZero ? { gracePeriodSeconds: 0 } : {});
@@ -400,6 +409,7 @@ export async function runSoak(t: Test, options: SoakOptions): Promise<SoakReport
 
   const chaosStarted = Date.now();
   await sleep(options.minutes * 60_000);
+  extended = true;
   const until = options.chaosUntil;
   const enough = async () => !until || (injected.podKills.graceZero + injected.podKills.graceful >= until.podKills && injected.revisions >= until.revisions &&
     (await databaseRecords().catch(() => [])).flatMap((r) => executionsOf(r).executions).length >= until.executions);
