@@ -3,7 +3,7 @@
 // chunks, which need their own `get`) and admission stamps them as the approver.
 import { stringify } from 'yaml';
 import type { PtahMigration, PtahMigrationApproval, PtahMigrationPlan, PtahMigrationRunAcknowledgment } from '../shared/api/migration-kinds.js';
-import type { PtahSchema, PtahSchemaApproval, PtahSchemaPlan, PtahSchemaPlanChunk } from '../shared/api/schema-kinds.js';
+import type { PtahSchema, PtahSchemaApproval, PtahSchemaPlan, PtahSchemaPlanChunk, PtahSchemaRunAcknowledgment } from '../shared/api/schema-kinds.js';
 import { API_VERSION, KINDS } from '../shared/api/names.js';
 import { ApiError, isNotFound, type KubeClient } from '../shared/kube-client.js';
 import { reconstructPlanBytes } from '../shared/planstore.js';
@@ -163,22 +163,31 @@ export async function approveCommand(ctx: Context, target: string, kindFlag: str
   ctx.out(`${created.kind!.toLowerCase()}/${created.metadata.name} created: approves plan ${planRef.name} (${plan.spec.fingerprint})${approver ? ` as ${approver}` : ''}`);
 }
 
+/** What a resource waits on a person for, if anything: a migration's unresolved run, a schema's owed proof. */
+function awaitedRun(resource: PtahResource): { operationID: string; outcome: string } | undefined {
+  if (resource.kind === 'PtahMigration') return (resource as PtahMigration).status?.unresolvedRun;
+  const pending = (resource as PtahSchema).status?.pendingObservation;
+  return pending && { operationID: pending.applyOperationID, outcome: pending.outcome };
+}
+
 export async function acknowledgeCommand(ctx: Context, target: string, kindFlag: string | undefined): Promise<void> {
-  const { kind, name } = parseTarget(target, kindFlag);
-  if (kind === 'PtahSchema') throw new CliError('acknowledge settles a PtahMigration\'s unresolved run; a PtahSchema has none (its uncertain Apply is proven by a reading)', 2);
-  const resource = await read(ctx, 'PtahMigration', name);
-  if (!resource) {
-    const schema = await read(ctx, 'PtahSchema', name);
-    if (schema) throw new CliError(`${name} is a PtahSchema; acknowledge applies to a PtahMigration's unresolved run only`);
-    throw new CliError(`ptahmigration/${name} not found in namespace ${ctx.namespace}`);
+  const resource = await resolve(ctx, target, kindFlag);
+  const name = resource.metadata.name!;
+  const run = awaitedRun(resource);
+  const schema = resource.kind === 'PtahSchema';
+  const kind = schema ? KINDS.PtahSchemaRunAcknowledgment : KINDS.PtahMigrationRunAcknowledgment;
+  if (!run) {
+    throw new CliError(schema
+      ? `ptahschema/${name} owes no proof (no status.pendingObservation); there is nothing to acknowledge`
+      : `ptahmigration/${name} has nothing unresolved (no status.unresolvedRun); there is nothing to acknowledge`);
   }
-  const unresolved = resource.kind === 'PtahMigration' ? resource.status?.unresolvedRun : undefined;
-  if (!unresolved) throw new CliError(`ptahmigration/${name} has nothing unresolved (no status.unresolvedRun); there is nothing to acknowledge`);
-  const created = await ctx.client.create<PtahMigrationRunAcknowledgment>({
+  const resourceRef = { name, uid: resource.metadata.uid! };
+  const created = await ctx.client.create<PtahMigrationRunAcknowledgment | PtahSchemaRunAcknowledgment>({
     apiVersion: API_VERSION,
-    kind: KINDS.PtahMigrationRunAcknowledgment.kind,
+    kind: kind.kind,
     metadata: { generateName: `${name}-ack-`, namespace: ctx.namespace },
-    spec: { migrationRef: { name, uid: resource.metadata.uid! }, operationID: unresolved.operationID },
-  } as PtahMigrationRunAcknowledgment);
-  ctx.out(`ptahmigrationrunacknowledgment/${created.metadata.name} created: acknowledges ${unresolved.outcome} run ${unresolved.operationID}${created.spec.acknowledgedBy ? ` as ${created.spec.acknowledgedBy.username}` : ''}`);
+    spec: { ...(schema ? { schemaRef: resourceRef } : { migrationRef: resourceRef }), operationID: run.operationID },
+  } as PtahMigrationRunAcknowledgment | PtahSchemaRunAcknowledgment);
+  const by = created.spec.acknowledgedBy?.username;
+  ctx.out(`${kind.singular}/${created.metadata.name} created: acknowledges ${run.outcome} ${schema ? 'Apply' : 'run'} ${run.operationID}${by ? ` as ${by}` : ''}`);
 }

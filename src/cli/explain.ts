@@ -74,7 +74,7 @@ export function obligationsOf(resource: PtahResource): string[] {
   if (resource.kind === 'PtahSchema' && resource.status?.pendingObservation) {
     const p = resource.status.pendingObservation;
     const when = p.observeAfter ? `, no proof before ${p.observeAfter}` : '';
-    out.push(`A pending observation (status.pendingObservation): Apply ${p.applyOperationID} (Job ${p.applyJobName}) ended ${p.outcome}; a fresh reading of the same database under its Lease owes the proof${p.planRequired ? ', and the raw reading is done so the Plan that settles it is owed' : ''}${when}.`);
+    out.push(`A pending observation (status.pendingObservation): Apply ${p.applyOperationID} (Job ${p.applyJobName}) ended ${p.outcome}; a fresh reading of the same database under its Lease owes the proof${p.planRequired ? ', and the raw reading is done so the Plan that settles it is owed' : ''}${when}; nothing is planned or run while it stands.`);
   }
   if (resource.kind === 'PtahMigration' && resource.status?.unresolvedRun) {
     const u = resource.status.unresolvedRun;
@@ -104,9 +104,10 @@ export function nextPass(resource: PtahResource, now: Date = new Date()): string
   if (resource.kind === 'PtahSchema' && resource.status?.pendingObservation) {
     const p = resource.status.pendingObservation;
     const op = p.planRequired ? 'the Plan' : 'the Observe';
-    if (resource.spec?.suspend) return `holds the realm and claims nothing while spec.suspend is true; then claims ${op} that proves Apply ${p.applyOperationID}`;
-    if (inFuture(p.observeAfter, now)) return `waits until ${p.observeAfter}, then claims ${op}`;
-    return `claims ${op} that proves Apply ${p.applyOperationID}`;
+    // Suspension does not hold a proof up: it runs first, and the schema rests suspended afterwards.
+    const settles = `; a PtahSchemaRunAcknowledgment naming Apply ${p.applyOperationID} ends it instead, should no reading finish it`;
+    if (inFuture(p.observeAfter, now)) return `waits until ${p.observeAfter}, then claims ${op}${settles}`;
+    return `claims ${op} that proves Apply ${p.applyOperationID}${settles}`;
   }
   if (resource.kind === 'PtahMigration' && resource.status?.unresolvedRun) {
     return `nothing is planned until a History reading of the same database finds nothing pending or a PtahMigrationRunAcknowledgment names operation ${resource.status.unresolvedRun.operationID}`;

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `kubectl ptah`: a kubectl plugin (kubectl runs `kubectl-ptah` from PATH) to read where a PtahSchema or
-// PtahMigration stands and to decide on it as a person: approve its current plan, acknowledge its unresolved run.
+// PtahMigration stands and to decide on it as a person: approve its current plan, acknowledge its unresolved run
+// (or a schema's Apply whose proof no reading finishes).
 // It uses the caller's kubeconfig (current context, or --kubeconfig) and never prints a credential: errors carry
 // the request and the API server's Status only. Exit codes: 0 ok, 1 failure, 2 usage.
 import { realpathSync } from 'node:fs';
@@ -17,7 +18,8 @@ Commands:
   explain <kind>/<name>                        the obligations the resource owes now, and what the next pass does
   plan <name> [--kind K] [-o yaml|sql]         the published plan; -o sql prints a schema plan's statements
   approve <name> [--kind K]                    approve the resource's current plan, as you
-  acknowledge <name>                           acknowledge a PtahMigration's unresolved run, as you
+  acknowledge <name> [--kind K]                acknowledge a PtahMigration's unresolved run, or the Apply a
+                                               PtahSchema owes a proof no reading finishes, as you
 
 Flags:
   -n, --namespace NS     the namespace (default: the current context's, else "default")

@@ -1,10 +1,10 @@
-// The three kinds a person creates to decide something, and which spec fields admission stamps on each. The
+// The kinds a person creates to decide something, and which spec fields admission stamps on each. The
 // mutating and the validating pass read the same table, so they cannot disagree about what a stamp is.
-import { GROUP, KINDS, VERSION } from '../shared/api/names.js';
+import { DECISION_KINDS, GROUP, KINDS, VERSION } from '../shared/api/names.js';
 import { clip, optionalObject, optionalString, rejectRequest, subjectOf, type AdmissionRequest } from './admission.js';
 
 export interface DecisionKind {
-  kind: 'PtahSchemaApproval' | 'PtahMigrationApproval' | 'PtahMigrationRunAcknowledgment';
+  kind: (typeof DECISION_KINDS)[number];
   /** Spec field holding the stamped identity. */
   identityField: 'approver' | 'acknowledgedBy';
   /** Spec field holding the stamped time. */
@@ -14,6 +14,7 @@ export interface DecisionKind {
 
 export const DECISION_KIND_TABLE: readonly DecisionKind[] = [
   { kind: 'PtahSchemaApproval', identityField: 'approver', timeField: 'approvedAt', noun: 'approval' },
+  { kind: 'PtahSchemaRunAcknowledgment', identityField: 'acknowledgedBy', timeField: 'acknowledgedAt', noun: 'acknowledgment' },
   { kind: 'PtahMigrationApproval', identityField: 'approver', timeField: 'approvedAt', noun: 'approval' },
   { kind: 'PtahMigrationRunAcknowledgment', identityField: 'acknowledgedBy', timeField: 'acknowledgedAt', noun: 'acknowledgment' },
 ];

@@ -137,23 +137,30 @@ const migrationApproval: Binding = async (spec, namespace, ctx) => {
   checkAwaitingApproval(migration.status?.activeOperation?.type, migration.status?.activeOperation?.id, migrationWhat);
 };
 
-const runAcknowledgment: Binding = async (spec, namespace, ctx) => {
-  const noun = 'acknowledgment';
-  const migrationRef = requireRef(spec.migrationRef, 'spec.migrationRef', noun);
-  const operationID = requireDigest(spec.operationID, 'spec.operationID', noun);
-  const migrationKey = ref(KINDS.PtahMigration.kind, namespace, migrationRef.name);
-  const migration = await readObject<PtahMigration>(ctx.reader, migrationKey);
-  const what = describeRef(migrationKey);
-  checkOwner(migration, migrationRef, what, noun);
-  const unresolved = migration.status?.unresolvedRun;
-  if (!unresolved) refuse(`${what} records no unresolved run; there is nothing to acknowledge`);
-  if (unresolved.operationID !== operationID) {
-    refuse(`${what}'s unresolved run is operation ${unresolved.operationID}, not ${operationID} which this acknowledgment names`);
-  }
-};
+/**
+ * An acknowledgment binds to the run its resource waits on a person for: `waitingOn` reads it from the resource's
+ * status, and `nothing` says why there is none to acknowledge.
+ */
+function runAcknowledgment<T extends PtahMigration | PtahSchema>(kind: T['kind'], refField: string, run: string, waitingOn: (resource: T) => string | undefined, nothing: string): Binding {
+  return async (spec, namespace, ctx) => {
+    const noun = 'acknowledgment';
+    const resourceRef = requireRef(spec[refField], `spec.${refField}`, noun);
+    const operationID = requireDigest(spec.operationID, 'spec.operationID', noun);
+    const key = ref(kind, namespace, resourceRef.name);
+    const resource = await readObject<T>(ctx.reader, key);
+    const what = describeRef(key);
+    checkOwner(resource, resourceRef, what, noun);
+    const waiting = waitingOn(resource);
+    if (!waiting) refuse(`${what} ${nothing}; there is nothing to acknowledge`);
+    if (waiting !== operationID) refuse(`${what}'s ${run} is operation ${waiting}, not ${operationID} which this acknowledgment names`);
+  };
+}
 
 const BINDINGS: Record<DecisionKind['kind'], Binding> = {
   PtahSchemaApproval: schemaApproval,
   PtahMigrationApproval: migrationApproval,
-  PtahMigrationRunAcknowledgment: runAcknowledgment,
+  PtahSchemaRunAcknowledgment: runAcknowledgment<PtahSchema>(KINDS.PtahSchema.kind, 'schemaRef', 'Apply owing a proof',
+    (schema) => schema.status?.pendingObservation?.applyOperationID, 'owes no proof'),
+  PtahMigrationRunAcknowledgment: runAcknowledgment<PtahMigration>(KINDS.PtahMigration.kind, 'migrationRef', 'unresolved run',
+    (migration) => migration.status?.unresolvedRun?.operationID, 'records no unresolved run'),
 };

@@ -1,6 +1,7 @@
 // /validate/status-write: the status of every operator.ptah.run kind is the manager's record, and so is a
 // PtahMigration's unresolved-run annotation (its copy of status.unresolvedRun). Anyone else is refused and told
-// what to do instead: settle an unresolved run with a PtahMigrationRunAcknowledgment.
+// what to do instead: settle an unresolved run with a PtahMigrationRunAcknowledgment, a schema proof no reading can
+// finish with a PtahSchemaRunAcknowledgment.
 import { ANNOTATIONS, GROUP, KINDS } from '../shared/api/names.js';
 import { allow, clip, optionalObject, optionalString, refuse, rejectRequest, subjectOf, type AdmissionRequest, type Verdict } from './admission.js';
 import { WEBHOOK_PATHS } from '../shared/api/webhooks.js';
@@ -12,12 +13,23 @@ const ROUTE = WEBHOOK_PATHS.statusWrite;
 const textOf = (value: unknown): string | undefined => (typeof value === 'string' ? clip(value) : undefined);
 const fieldOf = (value: unknown, key: string): unknown => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined);
 
+/** Which acknowledgment settles what a resource waits on a person for, and where its status names the operation. */
+const SETTLEMENTS = [
+  { resource: KINDS.PtahMigration, kind: KINDS.PtahMigrationRunAcknowledgment.kind, refField: 'migrationRef', what: 'an unresolved migration run', path: ['unresolvedRun', 'operationID'] },
+  { resource: KINDS.PtahSchema, kind: KINDS.PtahSchemaRunAcknowledgment.kind, refField: 'schemaRef', what: 'a schema proof no reading can finish', path: ['pendingObservation', 'applyOperationID'] },
+] as const;
+
+/** How a person settles what the resource waits on: its own family's way, or both ways for another kind. */
 function howToSettle(request: AdmissionRequest): string {
   const old = request.oldObject;
-  const operationID = textOf(fieldOf(fieldOf(fieldOf(old, 'status'), 'unresolvedRun'), 'operationID'));
-  const base = `to settle an unresolved migration run, create a ${KINDS.PtahMigrationRunAcknowledgment.kind} whose spec.migrationRef names the PtahMigration (name and uid) and whose spec.operationID is the run's operation ID (status.unresolvedRun.operationID)`;
-  if (request.resource.resource !== KINDS.PtahMigration.plural || !operationID) return base;
-  return `${base}; for ${subjectOf(request)} that is spec.migrationRef {name: ${request.name ?? ''}, uid: ${textOf(fieldOf(fieldOf(old, 'metadata'), 'uid')) ?? ''}} and spec.operationID ${operationID}`;
+  const own = SETTLEMENTS.filter((s) => s.resource.plural === request.resource.resource);
+  const ways = (own.length > 0 ? own : SETTLEMENTS).map((s) => {
+    const base = `to settle ${s.what}, create a ${s.kind} whose spec.${s.refField} names the ${s.resource.kind} (name and uid) and whose spec.operationID is the run's operation ID (status.${s.path.join('.')})`;
+    const operationID = textOf(fieldOf(fieldOf(fieldOf(old, 'status'), s.path[0]), s.path[1]));
+    if (request.resource.resource !== s.resource.plural || !operationID) return base;
+    return `${base}; for ${subjectOf(request)} that is spec.${s.refField} {name: ${request.name ?? ''}, uid: ${textOf(fieldOf(fieldOf(old, 'metadata'), 'uid')) ?? ''}} and spec.operationID ${operationID}`;
+  });
+  return ways.join('; ');
 }
 
 /**

@@ -118,7 +118,7 @@ t.test('kubectl ptah lists, explains, prints and approves on the real control pl
       [['explain', 'ptahschema/nope', '-n', w.ns], 1, `ptahschema/nope not found in namespace ${w.ns}`],
       [['approve', 'nope', '-n', w.ns], 1, 'no ptahschema or ptahmigration named nope'],
       [['acknowledge', 'orders', '-n', m.ns], 1, 'has nothing unresolved'],
-      [['acknowledge', 'catalog', '-n', w.ns], 1, 'is a PtahSchema'],
+      [['acknowledge', 'catalog', '-n', w.ns], 1, 'owes no proof (no status.pendingObservation); there is nothing to acknowledge'],
       [['explain', 'job/catalog', '-n', w.ns], 2, 'not a kind kubectl ptah knows'],
       [['plan'], 2, 'plan takes <name>'],
     ];
@@ -129,6 +129,7 @@ t.test('kubectl ptah lists, explains, prints and approves on the real control pl
       t.notMatch(r.stderr + r.stdout, /BEGIN|PRIVATE KEY|client-key|token/i, 'no credential in the output');
     }
     t.same(await m.admin.list(API_VERSION, KINDS.PtahMigrationRunAcknowledgment.kind, m.ns), [], 'no acknowledgment was created');
+    t.same(await w.admin.list(API_VERSION, KINDS.PtahSchemaRunAcknowledgment.kind, w.ns), [], 'no schema acknowledgment was created');
   });
 
   await t.test('the Argo CD health check reads the real AwaitingApproval status as Progressing', async (t) => {

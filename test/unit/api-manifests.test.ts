@@ -83,6 +83,7 @@ t.test('one CRD per kind, with the sketch’s names', async (t) => {
     PtahMigrationPlan: 'ptahmplan',
     PtahMigrationApproval: 'ptahmapprove',
     PtahMigrationRunAcknowledgment: 'ptahmack',
+    PtahSchemaRunAcknowledgment: 'ptahsack',
     PtahRealm: 'ptahr',
   };
   // Kinds without a status subresource: the chunk (data only) and the realm (an administrator's grant).
@@ -220,6 +221,7 @@ t.test('spec immutability exactly where the sketch asks for it', async (t) => {
     'PtahMigrationPlan',
     'PtahMigrationApproval',
     'PtahMigrationRunAcknowledgment',
+    'PtahSchemaRunAcknowledgment',
   ]);
   for (const kind of KIND_NAMES) {
     t.equal(rulesAt(kind, 'spec').includes('self == oldSelf'), immutable.has(kind), `${kind}: spec ${immutable.has(kind) ? 'is' : 'is not'} immutable`);

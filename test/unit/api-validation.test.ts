@@ -254,6 +254,7 @@ const valid: [KindName, unknown][] = [
   ['PtahMigrationApproval', { ...approval, kind: 'PtahMigrationApproval', spec: { migrationRef: ref('m'), planRef: ref('p'), planFingerprint: D('f') } }],
   ['PtahMigrationPlan', migrationPlan],
   ['PtahMigrationRunAcknowledgment', acknowledgment],
+  ['PtahSchemaRunAcknowledgment', { ...acknowledgment, kind: 'PtahSchemaRunAcknowledgment', spec: { schemaRef: ref('catalog'), operationID: D('op') } }],
   ['PtahRealm', { apiVersion: API_VERSION, kind: 'PtahRealm', metadata: { name: 'orders.shop' }, spec: { engine: 'PostgreSQL', namespaces: ['shop', 'billing'], sharing: 'Shared' } }],
   ['PtahMigration', { ...migration, spec: { ...migration.spec, target: { engine: 'PostgreSQL', realmRef: { name: 'orders.shop' }, sharedRealm: true, urlFrom: target.urlFrom } } }],
 ];
@@ -328,6 +329,7 @@ const invalid: [string, KindName, unknown, RegExp][] = [
   ['migration plan with no migrations', 'PtahMigrationPlan', edit(migrationPlan, (p) => (p.spec.migrations = [])), /must NOT have fewer than 1 items/],
   ['migration version with letters', 'PtahMigrationPlan', edit(migrationPlan, (p) => (p.spec.migrations[0]!.version = 'V1')), /version must match/],
   ['acknowledgment of no operation', 'PtahMigrationRunAcknowledgment', edit(acknowledgment, (a) => (a.spec.operationID = 'latest')), /operationID must match/],
+  ['schema acknowledgment naming a migration', 'PtahSchemaRunAcknowledgment', { ...acknowledgment, kind: 'PtahSchemaRunAcknowledgment' }, /schemaRef/],
 ];
 
 t.test('broken objects fail, naming what is wrong', async (t) => {

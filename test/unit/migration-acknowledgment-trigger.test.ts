@@ -71,7 +71,7 @@ t.test('the cache holds one: the LIST decides, as without a cache', async (t) =>
   for (const cached of [[ack('a1', 'm-uid')], undefined]) {
     const { pass, calls } = world([ack('a1', 'm-uid')], cached);
     const end = await settleUnresolvedRunByAcknowledgment(pass);
-    t.match(end?.why, /names no unresolved run/, 'the acknowledgment naming no unresolved run is marked Stale');
+    t.match(end?.why, /names no run this PtahMigration waits on/, 'the acknowledgment naming no unresolved run is marked Stale');
     t.same(calls, { lists: 1, updates: 1 }, cached ? 'one LIST, one status write' : 'without a cache: the LIST as always');
   }
 });

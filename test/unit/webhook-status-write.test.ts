@@ -62,7 +62,9 @@ t.test('status subresources', async (t) => {
     t.equal(refused.allowed, false, `a cluster admin may not write ${resource}/status`);
     t.equal(refused.status?.code, 403);
     t.match(refused.status?.message, /written only by the operator's manager, not by kubernetes-admin/);
-    t.match(refused.status?.message, /create a PtahMigrationRunAcknowledgment .*spec\.operationID/, 'and is told how to settle a run instead');
+    // Its own family's way, or both ways for a kind that waits on neither.
+    if (kind !== 'PtahSchema') t.match(refused.status?.message, /create a PtahMigrationRunAcknowledgment .*spec\.operationID/, 'and is told how to settle a run instead');
+    if (kind !== 'PtahMigration') t.match(refused.status?.message, /create a PtahSchemaRunAcknowledgment .*spec\.operationID/, 'and how to end a schema proof instead');
   }
 });
 
@@ -72,6 +74,22 @@ t.test('a status write of a migration with an unresolved run names the exact ack
   const refused = await h.admit(WEBHOOK_PATHS.statusWrite, statusWrite('PtahMigration', 'ptahmigrations', 'alice', migration(undefined, true)));
   t.equal(refused.allowed, false);
   t.match(refused.status?.message, `spec.migrationRef {name: billing, uid: uid-billing} and spec.operationID ${OP_ID}`);
+});
+
+t.test('a status write of a schema owing a proof names the exact schema acknowledgment to create', async (t) => {
+  const h = await harness();
+  t.teardown(h.close);
+  const schema = (pendingObservation?: unknown) => ({
+    apiVersion: `${GROUP}/v1alpha1`, kind: 'PtahSchema', metadata: { name: 'billing', namespace: 'team-a', uid: 'uid-schema' }, spec: {},
+    ...(pendingObservation ? { status: { pendingObservation } } : {}),
+  });
+  const owing = await h.admit(WEBHOOK_PATHS.statusWrite, statusWrite('PtahSchema', 'ptahschemas', 'alice', schema({ applyOperationID: OP_ID, outcome: 'OutcomeUnknown' })));
+  t.equal(owing.allowed, false);
+  t.match(owing.status?.message, `create a PtahSchemaRunAcknowledgment whose spec.schemaRef names the PtahSchema`);
+  t.match(owing.status?.message, `spec.schemaRef {name: billing, uid: uid-schema} and spec.operationID ${OP_ID}`);
+  const none = await h.admit(WEBHOOK_PATHS.statusWrite, statusWrite('PtahSchema', 'ptahschemas', 'alice', schema()));
+  t.equal(none.allowed, false);
+  t.notMatch(none.status?.message, /spec\.schemaRef \{name/, 'a schema owing no proof gets no operation to name');
 });
 
 t.test('the unresolved-run annotation', async (t) => {

@@ -20,6 +20,7 @@ import { harvestSchemaApply, harvestSchemaObserve, harvestSchemaPlan } from './h
 import { claimPlan, holdSchemaJobToItsClaim, rebuildSchemaJob, schemaClaimInputsHold } from './job.js';
 import { currentSchemaPlan, ProjectionConflict, projectPlan } from './plan.js';
 import { planPolicy } from './policy.js';
+import { settleProofByAcknowledgment } from './acknowledgment.js';
 import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive } from './proof.js';
 import { retireSchemaClaim } from './retire.js';
 import { publishSchemaReport, writeSchemaClaimFields, type Report } from './status.js';
@@ -58,6 +59,14 @@ export async function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOpera
   if (!claim.jobUID) {
     const found = await pass.readJob(claim.jobName);
     if (found) return adoptSchemaJob(pass, claim, found);
+    if (proving) {
+      // A proof reading waiting to run (a retry, say, of one that keeps failing) is where a person's acknowledgment
+      // ends a proof no reading finishes; nothing of the Apply can write, and no reading of it is running.
+      const active = await possibleApplyPodActive(pass);
+      if (active) return active;
+      const acknowledged = await settleProofByAcknowledgment(pass);
+      if (acknowledged) return acknowledged;
+    }
     if (operation.mutating && claim.dispatchStarted === true) {
       await finishUncertainSchemaApply(pass, { reason: 'JobMissing', message: `Job ${claim.jobName} may have been created (the dispatch marker is written) but does not exist; it is never created again` });
       return endPass('dispatched Job missing: proof owed, outcome unknown');

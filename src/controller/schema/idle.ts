@@ -7,6 +7,7 @@ import { SCHEMA_ARTIFACT_KEY } from '../../shared/api/schema-kinds.js';
 import { approvalCondition, listApprovals } from '../approval.js';
 import { resolveArtifact, samePin } from '../artifact.js';
 import { statusWithCondition } from '../status.js';
+import { settleProofByAcknowledgment } from './acknowledgment.js';
 import { findSchemaApproval, markSchemaPlanApprovalsStale, SCHEMA_APPROVAL } from './approval.js';
 import { claimSchemaApply, claimSchemaReading } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
@@ -34,6 +35,10 @@ function readingDue(pass: SchemaPass): boolean {
 }
 
 export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
+  // No proof is owed here: an acknowledgment a pass settled with is marked Consumed, any other Stale.
+  const acknowledged = await settleProofByAcknowledgment(pass);
+  if (acknowledged) return acknowledged;
+
   const intervalMs = parseDuration(pass.s.spec.interval);
   const held = await idlePreamble(pass, {
     status: pass.status,

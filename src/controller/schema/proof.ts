@@ -16,6 +16,7 @@ import { retiredApplyJobObligation } from './binding.js';
 import { retireSchemaClaim } from './retire.js';
 import { publishSchemaReport, writeSchemaStatus } from './status.js';
 import { discardProofUnread, proofArtifactGone } from './unreadable.js';
+import { settleProofByAcknowledgment } from './acknowledgment.js';
 
 /** How often a pending proof is looked at while it waits: well inside the shortest Lease. */
 const PROOF_POLL_MS = 5_000;
@@ -194,6 +195,9 @@ export async function reconcilePendingObservation(pass: SchemaPass): Promise<Pas
     await publishSchemaReport(pass, { phase: 'VerifyingConvergence', reason: 'AwaitingApplyWindow', message: `the outcome of Apply ${pending.applyOperationID} is unknown; its proof starts at ${pending.observeAfter}, once no Pod of it can run` });
     return endPass('waiting for the Apply window to pass', Math.min(wait, PROOF_POLL_MS));
   }
+  // Nothing of the Apply can write by now, so a person's acknowledgment may end the proof here.
+  const acknowledged = await settleProofByAcknowledgment(pass);
+  if (acknowledged) return acknowledged;
   const unreadable = await proofArtifactGone(pass);
   if (unreadable) return discardProofUnread(pass, unreadable);
   return claimProofReading(pass, pending.planRequired ? 'Plan' : 'Observe');

@@ -20,7 +20,7 @@ export const SCHEMA_CONTROLLER = 'ptahschema';
 const OWNER = { apiVersion: API_VERSION, kind: KINDS.PtahSchema.kind };
 const OPERATION_OBJECTS = `${JOB_LABELS.component}=schema-operation`;
 
-/** Maps an approval to the schema its spec names. */
+/** Maps an approval or acknowledgment to the schema its spec names. */
 const toNamedSchema: KeyMapper<KubeObject & { spec?: { schemaRef?: { name?: string } } }> = (obj) => {
   const name = obj.spec?.schemaRef?.name;
   return name && obj.metadata?.namespace ? [`${obj.metadata.namespace}/${name}`] : [];
@@ -36,6 +36,7 @@ export function schemaControllerRegistration(options: FamilyControllerOptions): 
       controller.watch(informer<V1Pod>('v1', 'Pod', OPERATION_OBJECTS), toLabelledOwner(JOB_LABELS.schema), podStopEdges);
       controller.watchOwned(informer(API_VERSION, KINDS.PtahSchemaPlan.kind), OWNER);
       controller.watch(informer(API_VERSION, KINDS.PtahSchemaApproval.kind), toNamedSchema);
+      controller.watch(informer(API_VERSION, KINDS.PtahSchemaRunAcknowledgment.kind), toNamedSchema);
     }),
   };
 }

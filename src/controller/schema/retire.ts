@@ -38,21 +38,51 @@ export function proofRelease(pending: PendingObservation): PendingLockRelease {
 
 /**
  * The release the write that takes `claim` out of status owes, as the one rule decides it
- * (mutationlifecycle.Retirement): `next` is the status that write stores. Used by the retirement and by a
- * reading's retry, which takes the claim's attempt out the same way.
+ * (mutationlifecycle.Retirement): `next` is the status that write stores. Used by the retirement, by a reading's
+ * retry, which takes the claim's attempt out the same way, and with no claim by a write that ends a proof with none
+ * claimed, where the proof's record alone holds the Apply's realm.
  */
-export function releaseOwedBy(pass: SchemaPass, claim: ActiveOperation, disposition: Disposition, next: PtahSchemaStatus): PendingLockRelease | undefined {
-  const operation = operationOf(pass, claim);
+export function releaseOwedBy(pass: SchemaPass, claim: ActiveOperation | undefined, disposition: Disposition, next: PtahSchemaStatus): PendingLockRelease | undefined {
   const pendingBefore = pass.status.pendingObservation;
+  const operation = claim && operationOf(pass, claim);
   const release = retirement({
     // A Plan or Observe carries out proofs by its type; it holds the Apply's realm only while it serves one.
-    claim: { mutating: operation.mutating, servesProof: operation.carriesProof, locked: operation.holdsRealm && leaseTaken(claim), proofOutstanding: pendingBefore !== undefined },
+    claim: operation
+      ? { mutating: operation.mutating, servesProof: operation.carriesProof, locked: operation.holdsRealm && leaseTaken(claim), proofOutstanding: pendingBefore !== undefined }
+      : { mutating: false, servesProof: true, locked: false, proofOutstanding: pendingBefore !== undefined },
     disposition,
     recordHoldsRealm: true,
     mayStillWrite: false,
     endsProof: pendingBefore !== undefined && next.pendingObservation === undefined,
   });
-  return release === 'claim' ? owedRelease(claim) : release === 'proof' && pendingBefore ? proofRelease(pendingBefore) : undefined;
+  return release === 'claim' && claim ? owedRelease(claim) : release === 'proof' && pendingBefore ? proofRelease(pendingBefore) : undefined;
+}
+
+/** How a proof no reading finished ends: why, what else the ending write records, and the report it makes. */
+export interface ProofEnd {
+  why: string;
+  record?: (status: PtahSchemaStatus) => void;
+  report?: Report;
+}
+
+/**
+ * Ends the proof unread (on deletion, or by a person's acknowledgment) in the write that drops the record and stages
+ * the Apply's release: through the one retirement when a proof reading is claimed, else by the same rule with the
+ * record alone holding the realm. Callers establish first that nothing of the Apply can still write.
+ */
+export async function endProofUnread(pass: SchemaPass, end: ProofEnd): Promise<void> {
+  const record = (status: PtahSchemaStatus): void => {
+    status.pendingObservation = undefined;
+    end.record?.(status);
+  };
+  if (pass.claim) return retireSchemaClaim(pass, { disposition: 'discard', why: end.why, record, report: end.report });
+  const next: PtahSchemaStatus = { ...pass.status };
+  record(next);
+  const owed = releaseOwedBy(pass, undefined, 'discard', next);
+  stageRelease(pass.status.pendingLockRelease, next, owed);
+  await writeSchemaStatus(pass, next, end.report);
+  pass.deps.log.info({ why: end.why, release: owed ? owed.operationID : 'none' }, 'proof ended unread');
+  if (owed) await completeSchemaPendingLockRelease(pass);
 }
 
 export async function retireSchemaClaim(pass: SchemaPass, retire: SchemaRetirement): Promise<void> {

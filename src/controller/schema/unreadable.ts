@@ -13,10 +13,8 @@
 // Either way a Warning Event says what became of the proof: ProofReadOnDeletion (harvest.ts) or ProofDiscarded.
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { pinnedContentGone } from '../artifact.js';
-import { stageRelease } from '../release.js';
 import { endPass, servesProof, type PassEnd, type SchemaPass } from './context.js';
-import { completeSchemaPendingLockRelease, proofRelease, retireSchemaClaim } from './retire.js';
-import { writeSchemaStatus } from './status.js';
+import { endProofUnread } from './retire.js';
 
 export interface Unreadable {
   reason: 'ArtifactGone' | 'ReadingRefused' | 'ReadingKeepsFailing';
@@ -41,27 +39,13 @@ export function readingKeepsFailing(pass: SchemaPass, claim: ActiveOperation): b
 }
 
 /**
- * Ends the proof unread on deletion, in the write that drops the record and stages the Apply's release: with the
- * proof's reading, when one is claimed, through the one retirement (whose rule hands the proof's epoch back).
- * Nothing of the Apply can still write by now: no proof reading is claimed before that.
+ * Ends the proof unread on deletion (endProofUnread). Nothing of the Apply can still write by now: no proof reading
+ * is claimed before that.
  */
 export async function discardProofUnread(pass: SchemaPass, why: Unreadable): Promise<PassEnd> {
   const pending = pass.status.pendingObservation;
   if (!pending) return endPass('no proof owed');
-  if (pass.claim) {
-    await retireSchemaClaim(pass, {
-      disposition: 'discard',
-      why: why.reason,
-      record: (status) => {
-        status.pendingObservation = undefined;
-      },
-    });
-  } else {
-    const next = { ...pass.status, pendingObservation: undefined };
-    stageRelease(pass.status.pendingLockRelease, next, proofRelease(pending));
-    await writeSchemaStatus(pass, next);
-    await completeSchemaPendingLockRelease(pass);
-  }
+  await endProofUnread(pass, { why: why.reason });
   pass.event('Warning', 'ProofDiscarded', `the resource is deleted with the proof of Apply ${pending.applyOperationID} (${pending.outcome}) owed, and no reading can finish it ` +
     `(${why.reason}: ${why.message}); nothing of the Apply can still write, and its realm is handed back unproven`);
   return endPass(`proof ended unread on deletion (${why.reason})`);

@@ -10,13 +10,20 @@ import {
 import { GROUP, VERSION } from './names.js';
 import { ptahRealmKind } from './realm-kinds.js';
 import type { OpenApiSchema } from './schema.js';
-import { ptahSchemaApprovalKind, ptahSchemaKind, ptahSchemaPlanChunkKind, ptahSchemaPlanKind } from './schema-kinds.js';
+import {
+  ptahSchemaApprovalKind,
+  ptahSchemaKind,
+  ptahSchemaPlanChunkKind,
+  ptahSchemaPlanKind,
+  ptahSchemaRunAcknowledgmentKind,
+} from './schema-kinds.js';
 
 export const KIND_DEFINITIONS: readonly KindDefinition[] = [
   ptahSchemaKind,
   ptahSchemaPlanKind,
   ptahSchemaPlanChunkKind,
   ptahSchemaApprovalKind,
+  ptahSchemaRunAcknowledgmentKind,
   ptahMigrationKind,
   ptahMigrationPlanKind,
   ptahMigrationApprovalKind,

@@ -1,6 +1,7 @@
 // The versioned family: PtahMigration, its immutable plans (versions and checksums, no SQL), the approvals
 // that authorize an Apply, and the acknowledgments by which a person settles a run nobody could account for.
 import { DEFAULT_MIGRATION_FORMAT, MIGRATION_FORMATS } from '../migration-format.js';
+import { acknowledgmentKind } from './acknowledgment-kind.js';
 import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
 import { conditionReason, conditionStatus, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
@@ -234,26 +235,12 @@ export const ptahMigrationApprovalSpec = ptahMigrationApprovalKind.spec;
 export type PtahMigrationApprovalSpec = Static<typeof ptahMigrationApprovalSpec>;
 export type PtahMigrationApproval = ResourceOf<typeof ptahMigrationApprovalKind>;
 
-export const ptahMigrationRunAcknowledgmentSpec = object({
-  migrationRef: objectRef,
-  operationID: sha256('Must name the migration’s status.unresolvedRun.operationID.'),
-  acknowledgedBy: optional(identity),
-  acknowledgedAt: optional(timestamp()),
-  mutationRequestUID: optional(uid('The admission request that stamped acknowledgedBy.')),
-});
-export type PtahMigrationRunAcknowledgmentSpec = Static<typeof ptahMigrationRunAcknowledgmentSpec>;
-
-export const ptahMigrationRunAcknowledgmentKind = defineKind('PtahMigrationRunAcknowledgment', {
+export const ptahMigrationRunAcknowledgmentKind = acknowledgmentKind('PtahMigrationRunAcknowledgment', {
   description: 'A person’s statement that an unresolved run has been accounted for, which lets the migration read and plan again.',
-  spec: ptahMigrationRunAcknowledgmentSpec,
-  status: conditionsStatus,
-  immutableSpec: 'an acknowledgment is immutable; create a new acknowledgment instead',
-  printerColumns: [
-    { name: 'Migration', type: 'string', jsonPath: '.spec.migrationRef.name' },
-    { name: 'Acknowledged By', type: 'string', jsonPath: '.spec.acknowledgedBy.username' },
-    { name: 'Consumed', type: 'string', jsonPath: conditionStatus('Consumed') },
-    { name: 'Stale', type: 'string', jsonPath: conditionStatus('Stale') },
-    { name: 'Operation', type: 'string', jsonPath: '.spec.operationID', priority: 1 },
-  ],
+  refField: 'migrationRef',
+  refColumn: 'Migration',
+  operation: 'Must name the migration’s status.unresolvedRun.operationID.',
 });
+export const ptahMigrationRunAcknowledgmentSpec = ptahMigrationRunAcknowledgmentKind.spec;
+export type PtahMigrationRunAcknowledgmentSpec = Static<typeof ptahMigrationRunAcknowledgmentSpec>;
 export type PtahMigrationRunAcknowledgment = ResourceOf<typeof ptahMigrationRunAcknowledgmentKind>;

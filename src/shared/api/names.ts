@@ -26,6 +26,7 @@ export const KINDS = {
   PtahSchemaPlan: kindNames('PtahSchemaPlan', 'ptahschemaplans', 'ptahplan'),
   PtahSchemaPlanChunk: kindNames('PtahSchemaPlanChunk', 'ptahschemaplanchunks', 'ptahchunk', false),
   PtahSchemaApproval: kindNames('PtahSchemaApproval', 'ptahschemaapprovals', 'ptahapprove'),
+  PtahSchemaRunAcknowledgment: kindNames('PtahSchemaRunAcknowledgment', 'ptahschemarunacknowledgments', 'ptahsack'),
   PtahMigration: kindNames('PtahMigration', 'ptahmigrations', 'ptahm'),
   PtahMigrationPlan: kindNames('PtahMigrationPlan', 'ptahmigrationplans', 'ptahmplan'),
   PtahMigrationApproval: kindNames('PtahMigrationApproval', 'ptahmigrationapprovals', 'ptahmapprove'),
@@ -38,7 +39,7 @@ export type KindName = keyof typeof KINDS;
 export const KIND_NAMES = Object.keys(KINDS) as KindName[];
 
 /** The kinds a person creates to decide something; admission stamps who did. */
-export const DECISION_KINDS = ['PtahSchemaApproval', 'PtahMigrationApproval', 'PtahMigrationRunAcknowledgment'] as const satisfies readonly KindName[];
+export const DECISION_KINDS = ['PtahSchemaApproval', 'PtahSchemaRunAcknowledgment', 'PtahMigrationApproval', 'PtahMigrationRunAcknowledgment'] as const satisfies readonly KindName[];
 
 export const FINALIZERS = {
   /** Held by a PtahSchema while a claim or a proof is outstanding. */

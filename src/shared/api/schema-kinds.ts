@@ -1,5 +1,6 @@
 // The declarative family: PtahSchema, its immutable plans and plan chunks, and the approvals that authorize a
 // plan's Apply.
+import { acknowledgmentKind } from './acknowledgment-kind.js';
 import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
 import { conditionReason, conditionStatus, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
@@ -18,6 +19,7 @@ import {
   dnsSubdomain,
   executionBinding,
   executionSpec,
+  identity,
   interval,
   leaseDurationSeconds,
   leaseEpoch,
@@ -181,6 +183,18 @@ export const pendingBindingRetirement = object(
 );
 export type PendingBindingRetirement = Static<typeof pendingBindingRetirement>;
 
+export const resolvedProof = object(
+  {
+    operationID: sha256('The Apply whose proof was owed.'),
+    outcome: oneOf(PENDING_OBSERVATION_OUTCOMES),
+    acknowledgmentRef: objectRef,
+    acknowledgedBy: identity,
+    resolvedAt: timestamp(),
+  },
+  { description: 'The last proof no reading finished, ended by a person’s PtahSchemaRunAcknowledgment.' },
+);
+export type ResolvedProof = Static<typeof resolvedProof>;
+
 export const ptahSchemaStatus = object({
   observedGeneration: optional(integer({ minimum: 0, format: 'int64' })),
   phase: optional(oneOf(SCHEMA_PHASES, { description: 'A summary; decisions read conditions.' })),
@@ -191,6 +205,7 @@ export const ptahSchemaStatus = object({
   plan: optional(currentPlan),
   applied: optional(appliedStatus),
   pendingObservation: optional(pendingObservation),
+  resolvedProof: optional(resolvedProof),
   pendingLockRelease: optional(pendingLockRelease),
   pendingBindingRetirement: optional(pendingBindingRetirement),
   activeOperation: optional(activeOperation),
@@ -275,3 +290,13 @@ export const ptahSchemaApprovalKind = approvalKind('PtahSchemaApproval', {
 export const ptahSchemaApprovalSpec = ptahSchemaApprovalKind.spec;
 export type PtahSchemaApprovalSpec = Static<typeof ptahSchemaApprovalSpec>;
 export type PtahSchemaApproval = ResourceOf<typeof ptahSchemaApprovalKind>;
+
+export const ptahSchemaRunAcknowledgmentKind = acknowledgmentKind('PtahSchemaRunAcknowledgment', {
+  description: 'A person’s statement that an Apply whose proof no reading can finish has been accounted for, which ends the proof and lets the schema read and plan again.',
+  refField: 'schemaRef',
+  refColumn: 'Schema',
+  operation: 'Must name the schema’s status.pendingObservation.applyOperationID.',
+});
+export const ptahSchemaRunAcknowledgmentSpec = ptahSchemaRunAcknowledgmentKind.spec;
+export type PtahSchemaRunAcknowledgmentSpec = Static<typeof ptahSchemaRunAcknowledgmentSpec>;
+export type PtahSchemaRunAcknowledgment = ResourceOf<typeof ptahSchemaRunAcknowledgmentKind>;

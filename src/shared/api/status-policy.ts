@@ -1,6 +1,7 @@
 // ValidatingAdmissionPolicies that keep the manager's records the manager's, beside the status-write webhook:
 // a policy runs inside the API server, so it holds while the manager is down. Cluster admins are refused too;
-// a person settles an unresolved migration run with a PtahMigrationRunAcknowledgment, never by editing status.
+// a person settles an unresolved migration run with a PtahMigrationRunAcknowledgment, and a schema proof no reading
+// can finish with a PtahSchemaRunAcknowledgment, never by editing status.
 // And one that keeps the manager's own Pod right narrow: it may patch a Pod only to take off the run-evidence
 // finalizer it keeps on a migration Apply's Pod, never to change what the Pod runs.
 import type { V1ValidatingAdmissionPolicy, V1ValidatingAdmissionPolicyBinding } from '@kubernetes/client-node';
@@ -41,7 +42,7 @@ export function statusWritePolicies(
             expression: byManager,
             reason: 'Forbidden',
             message:
-              'Ptah status is written only by the operator’s manager; settle an unresolved migration run with a PtahMigrationRunAcknowledgment',
+              'Ptah status is written only by the operator’s manager; settle an unresolved migration run with a PtahMigrationRunAcknowledgment, and a schema proof no reading can finish with a PtahSchemaRunAcknowledgment',
           },
         ],
       },
