@@ -14,8 +14,10 @@ import { waitFor } from '../../tools/stack/wait.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import { JOB_ANNOTATIONS } from '../../src/shared/job/metadata.js';
 import { crashWorld, type CrashWorld } from './crash-world.js';
-import { eventAbout } from './migration-world.js';
-import { appliesIn, NAME, proofOwedWithNoManager, schemaNow } from './running-applies.js';
+import { eventAbout, eventsAbout } from './migration-world.js';
+import { sharedPostgresUrl } from '../../tools/stack/postgres.js';
+import { queryOnce } from './executor-helpers.js';
+import { appliesIn, NAME, PRODUCTS, proofOwedWithNoManager, schemaNow } from './running-applies.js';
 import { WAIT_MS } from './schema-world.js';
 
 const run = promisify(execFile);
@@ -146,6 +148,43 @@ t.test('an acknowledgment of a schema that owes nothing, or of another schema, s
   }, { what: 'the proof to be read and the schema ready', timeoutMs: 2 * WAIT_MS });
   t.notOk((await schemaNow(w)).status?.resolvedProof, 'the reading, not a person, settled the proof');
   await t.rejects(acknowledgeAs(w, schema, held.claim.id, 'late'), /owes no proof; there is nothing to acknowledge/, 'admission refuses one once nothing is owed');
+});
+
+t.test('a database replaced under the URL the Apply ran against is not read as its proof; a person\'s acknowledgment ends the proof', async (t) => {
+  // Issue #22 S10: the proof compares the physical database too. Dropped and created again under its name (a restore,
+  // say), the URL and so the target identity are the same, but what the Apply did cannot be read from it.
+  const cw = await crashWorld(t, { schemas: true });
+  const { w } = cw;
+  const held = await proofOwedWithNoManager(t, cw, 'replaced-db');
+  const applyID = held.claim.id;
+  const owed = await schemaNow(w);
+  t.ok(owed.status?.pendingObservation?.physicalIdentityDigest, 'the proof records the physical database the Apply ran against');
+  await held.session.end();
+  await queryOnce(sharedPostgresUrl(), `DROP DATABASE "${held.db.name}" WITH (FORCE)`);
+  await queryOnce(sharedPostgresUrl(), `CREATE DATABASE "${held.db.name}" TEMPLATE template0`);
+  await w.sql(held.db, PRODUCTS);
+  await w.admin.patch(w.ref('PtahSchema', NAME), { spec: { execution: { failureRetryInterval: '5s' } } }, 'merge');
+  await cw.startManager();
+
+  const refused = await waitFor(async () => (await eventsAbout(w, owed.metadata.uid!, 'OperationRetried')).find((e) => e.note?.includes('another physical database')),
+    { what: 'the proof reading refused for reaching another physical database', timeoutMs: WAIT_MS });
+  t.match(refused.note, /Observe attempt \d+ .*reached another physical database under the same URL than the Apply it proves/, `the proof's reading is refused: ${refused.note}`);
+  await waitFor(async () => ((await schemaNow(w)).status?.activeOperation?.attempt ?? 0) >= 3 ? true : undefined,
+    { what: 'the proof reading refused twice', timeoutMs: 2 * WAIT_MS });
+  t.ok(held.states.every((s) => !s.status?.pendingObservation?.planRequired), 'no observation of the replacement was taken as the proof\'s');
+  t.equal((await schemaNow(w)).status?.pendingObservation?.applyOperationID, applyID, 'the proof stays owed');
+
+  const ack = await acknowledgeAs(w, owed, applyID, 'replaced');
+  const ended = await waitFor(async () => {
+    const s = await schemaNow(w);
+    return s.status?.pendingObservation ? undefined : s;
+  }, { what: 'the acknowledgment to end the proof', timeoutMs: WAIT_MS });
+  t.match(ended.status?.resolvedProof, { operationID: applyID, acknowledgmentRef: { uid: ack.metadata.uid } }, 'the person\'s acknowledgment ended it');
+  const next = await waitFor(async () => {
+    const at = held.states.findIndex((s) => s.status?.resolvedProof?.operationID === applyID);
+    return at < 0 ? undefined : held.states.slice(at).map((s) => s.status?.activeOperation).find((c) => c !== undefined);
+  }, { what: 'a claim after the proof ended', timeoutMs: WAIT_MS });
+  t.equal(next.type, 'Observe', 'the replacement is read afresh before anything is planned');
 });
 
 const podNow = (w: CrashWorld['w'], pod: V1Pod) => w.admin.get<V1Pod>({ apiVersion: 'v1', kind: 'Pod', namespace: w.ns, name: pod.metadata!.name! });

@@ -4,7 +4,7 @@
 // pending snapshot: only a matching fresh Plan settles the proof, in the one write that also stages its release.
 import type { V1Job } from '@kubernetes/client-node';
 import { parseDuration } from '../../shared/api/duration.js';
-import type { PtahSchemaStatus, SchemaTargetStatus } from '../../shared/api/schema-kinds.js';
+import type { PendingObservation, PtahSchemaStatus, SchemaTargetStatus } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { ApiError } from '../../shared/kube-client.js';
 import type { RunnerResult } from '../../shared/runner-protocol.js';
@@ -66,6 +66,16 @@ export async function harvestSchemaApply(pass: SchemaPass, claim: ActiveOperatio
   return uncertain('ApplyOutcomeUnknown', error ?? 'the run could not establish what it changed');
 }
 
+/**
+ * Whether a proof reading reached another database than the Apply ran against: another URL's database, or the same
+ * URL leading to another physical one (a database dropped and created again, a restore, a failover to a copy).
+ */
+function anotherDatabase(pending: PendingObservation, result: RunnerResult<'observe'> | RunnerResult<'plan'>): string | undefined {
+  if (result.targetIdentityDigest !== pending.targetIdentityDigest) return 'another database';
+  if (pending.physicalIdentityDigest && result.physicalIdentityDigest !== pending.physicalIdentityDigest) return 'another physical database under the same URL';
+  return undefined;
+}
+
 /** What an observation saw, for status (categories and counts only). */
 function targetStatusOf(result: RunnerResult<'observe'>, observedAt: string): SchemaTargetStatus {
   return {
@@ -91,7 +101,8 @@ export async function harvestSchemaObserve(pass: SchemaPass, claim: ActiveOperat
   const pending = pass.status.pendingObservation;
   const expectedRealm = proving ? pending!.coordinationDigest : pass.realm();
   if (result.coordinationDigest !== expectedRealm) return retrySchemaReading(pass, 'the observation reports another realm than the claim\'s');
-  if (proving && result.targetIdentityDigest !== pending!.targetIdentityDigest) return retrySchemaReading(pass, 'the observation reached another database than the Apply it proves');
+  const elsewhere = proving ? anotherDatabase(pending!, result) : undefined;
+  if (elsewhere) return retrySchemaReading(pass, `the observation reached ${elsewhere} than the Apply it proves`);
   const observedAt = pass.nowIso();
   const target = targetStatusOf(result, observedAt);
   const findings = target.driftFindings!.map((f) => `${f.category} ${f.count}`).join(', ');
@@ -141,7 +152,7 @@ export async function harvestSchemaPlan(pass: SchemaPass, claim: ActiveOperation
   if (error || !result.targetIdentityDigest || !result.planOutcome) return retrySchemaReading(pass, `the plan could not be computed: ${error ?? 'the frame carries no plan outcome'}`);
   const proving = servesProof(pass, claim);
   const pending = pass.status.pendingObservation;
-  if (proving && (result.coordinationDigest !== pending!.coordinationDigest || result.targetIdentityDigest !== pending!.targetIdentityDigest)) {
+  if (proving && (result.coordinationDigest !== pending!.coordinationDigest || anotherDatabase(pending!, result))) {
     // The reading is of another database than the Apply's: it proves nothing, and the raw observation starts over.
     await retireSchemaClaim(pass, {
       disposition: 'accounted',

@@ -71,6 +71,8 @@ export function pendingObservationFor(pass: SchemaPass, claim: ActiveOperation, 
     lockTimeout: spec.policy.lockTimeout,
     coordinationDigest,
     targetIdentityDigest,
+    // The claim's, which a started run must have reported too (harvestSchemaApply).
+    ...(claim.physicalIdentityDigest ? { physicalIdentityDigest: claim.physicalIdentityDigest } : {}),
     executionBindingID: claim.executionBindingID,
     leaseDurationSeconds,
     leaseEpoch,

@@ -157,6 +157,7 @@ export const pendingObservation = object(
     lockTimeout: duration({ min: '1s', max: '10m' }),
     coordinationDigest: sha256(),
     targetIdentityDigest: sha256(),
+    physicalIdentityDigest: optional(sha256('The physical database the Apply ran against; a proof reading of another proves nothing.')),
     executionBindingID: bindingEpoch(),
     leaseDurationSeconds: leaseDurationSeconds(),
     leaseEpoch: leaseEpoch('The Apply’s Lease epoch; the proof runs under the same one.'),
