@@ -61,47 +61,120 @@ const SECRET_QUERY = new RegExp(`([?&]${CREDENTIAL_KEY}=)[^&\\s#]*`, 'gi');
 const KEY_VALUE = new RegExp(`(?<![\\w.?&-])(${CREDENTIAL_KEY}\\s*=\\s*)(?:'(?:[^'\\\\]|\\\\[\\s\\S])*(?:'|\\\\?$)|"(?:[^"\\\\]|\\\\[\\s\\S])*(?:"|\\\\?$)|[^\\s'"]\\S*|(?=\\s|$))`, 'gi');
 /**
  * A .pgpass line, hostname:port:database:username:password, starting a line or after whitespace: the port is
- * digits or `*`, fields may escape `:` and `\`; the password runs to the end of the line.
+ * digits or `*`, fields may escape `:` and `\` (only those: a backslash before whitespace ends the field, so a run of
+ * escaped whitespace is not a field every start of which is scanned again); the password runs to the end of the line.
  */
-const PGPASS = /(?<!\S)((?:[^\s:\\]|\\.)+:(?:\d{1,5}|\*):(?:[^\s:\\]|\\.)+:(?:[^\s:\\]|\\.)+:)[^\n]*/g;
+const PGPASS = /(?<!\S)((?:[^\s:\\]|\\[:\\])+:(?:\d{1,5}|\*):(?:[^\s:\\]|\\[:\\])+:(?:[^\s:\\]|\\[:\\])+:)[^\n]*/g;
 /** A JSON key naming a credential, at any level of escaping (`"password":`, `\"password\":`). */
 const JSON_KEY = new RegExp(`(?<!\\\\)(\\\\*)"${CREDENTIAL_KEY}\\1"\\s*:\\s*`, 'gi');
 
 const isSpace = (code: number): boolean => code === 0x20 || (code >= 0x09 && code <= 0x0d) || code === 0xa0 || code === 0x2028 || code === 0x2029;
 
+/** Whether `text` has a port at `at` (digits up to a path, query, fragment, whitespace or the end). */
+function isPort(text: string, at: number): boolean {
+  let i = at;
+  while (i < text.length && i - at <= 5 && text.charCodeAt(i) >= 0x30 && text.charCodeAt(i) <= 0x39) i++;
+  return i > at && i - at <= 5 && (i === text.length || isSpace(text.charCodeAt(i)) || '/?#'.includes(text[i]!));
+}
+
 /**
- * `scheme://user:password@host` → `scheme://user:[REDACTED]@host`. The password runs to the last @ of its
- * whitespace-delimited token, so a raw @ or / in it (`postgres://u:p@ss/w@host/db`) is covered; when the text
- * was cut (`cut`) and the token reaches the cut, everything after `user:` is treated as password.
+ * The @ that ends a password with spaces, found from a word's end: the last @ of the first later word on the same
+ * line that holds one, unless another `://` comes first (or the cut, when the text was cut on that line). Asked from ever later positions, each of its scans moves
+ * one pointer forward only, so a text with many URLs is still read once.
  */
-function redactUrlUserinfo(text: string, cut: boolean): string {
+class LaterAt {
+  private at = -1;
+  private newline = -1;
+  private scheme = -1;
+  /** `cut`: the text was cut short, so a password with no @ up to the cut, on the last line, runs to the cut. */
+  constructor(private readonly text: string, private readonly cut: boolean) {}
+
+  private next(current: number, what: string, from: number): number {
+    if (current >= from || current === this.text.length) return current;
+    const found = this.text.indexOf(what, from);
+    return found < 0 ? this.text.length : found;
+  }
+
+  find(from: number): number {
+    this.at = this.next(this.at, '@', from);
+    this.newline = this.next(this.newline, '\n', from);
+    this.scheme = this.next(this.scheme, '://', from);
+    const length = this.text.length;
+    if (this.at >= length && this.cut && this.newline === length && this.scheme === length) return length;
+    if (this.at >= length || this.at > this.newline || this.at > this.scheme) return -1;
+    let end = this.at;
+    for (let i = this.at + 1; i < this.text.length && !isSpace(this.text.charCodeAt(i)); i++) if (this.text.charCodeAt(i) === 0x40) end = i;
+    return end;
+  }
+}
+
+/** How a URL's separators are written in a text: as they are, or percent-encoded (a URL inside another's query). */
+interface UrlSpelling {
+  /** Finds each `://`. */
+  scheme: RegExp;
+  /** The separator (`:`, `/` or `@`) written at `i`, if any, and how many characters it takes. */
+  separatorAt(text: string, i: number): { separator: string; width: number } | undefined;
+  /** Whether the character ends the word a password is read in. */
+  endsWord(code: number): boolean;
+  /** Whether a password may run on past a space to a later word's @ (raw text; an encoded URL has no raw space). */
+  spaced: boolean;
+}
+
+const RAW_URL: UrlSpelling = {
+  scheme: /:\/\//g,
+  separatorAt: (text, i) => (i < text.length && ':/@'.includes(text[i]!) ? { separator: text[i]!, width: 1 } : undefined),
+  endsWord: isSpace,
+  spaced: true,
+};
+
+const ENCODED_URL: UrlSpelling = {
+  scheme: /%3a%2f%2f/gi,
+  separatorAt: (text, i) => {
+    if (text.charCodeAt(i) !== 0x25) return undefined;
+    const code = text.slice(i + 1, i + 3).toLowerCase();
+    const separator = code === '3a' ? ':' : code === '2f' ? '/' : code === '40' ? '@' : undefined;
+    return separator === undefined ? undefined : { separator, width: 3 };
+  },
+  // The & that starts the next query parameter ends an encoded URL too.
+  endsWord: (code) => isSpace(code) || code === 0x26,
+  spaced: false,
+};
+
+/**
+ * `scheme://user:password@host` → `scheme://user:[REDACTED]@host`, in either spelling. The password runs to the last
+ * @ of its word, so a raw @ or / in it (`postgres://u:p@ss/w@host/db`) is covered; a raw password with spaces runs to
+ * the @ of a later word (LaterAt); when the text was cut (`cut`) and the word reaches the cut, everything after
+ * `user:` is treated as password.
+ */
+function redactUrlUserinfo(text: string, cut: boolean, spelling: UrlSpelling): string {
+  const laterAt = new LaterAt(text, cut);
+  const scheme = new RegExp(spelling.scheme);
+  const at = (i: number) => spelling.separatorAt(text, i);
   let out = '';
   let copied = 0;
-  let searchFrom = 0;
-  // The token the last password scan covered, so two URLs in one token do not scan it twice.
-  let tokenEnd = -1;
+  // The word the last password scan covered, so two URLs in one word do not scan it twice.
+  let wordEnd = -1;
   let lastAt = -1;
-  for (;;) {
-    const separator = text.indexOf('://', searchFrom);
-    if (separator < 0) break;
-    let i = separator + 3;
-    while (i < text.length && !isSpace(text.charCodeAt(i)) && text[i] !== ':' && text[i] !== '/' && text[i] !== '@') i++;
-    searchFrom = i;
-    if (text[i] !== ':') continue;
-    const password = i + 1;
-    if (password >= tokenEnd) {
-      tokenEnd = password;
+  for (let match = scheme.exec(text); match; match = scheme.exec(text)) {
+    let i = match.index + match[0].length;
+    while (i < text.length && !spelling.endsWord(text.charCodeAt(i)) && !at(i)) i++;
+    scheme.lastIndex = Math.max(scheme.lastIndex, i);
+    const colon = at(i);
+    if (colon?.separator !== ':') continue;
+    const password = i + colon.width;
+    if (password >= wordEnd) {
+      wordEnd = password;
       lastAt = -1;
-      while (tokenEnd < text.length && !isSpace(text.charCodeAt(tokenEnd))) {
-        if (text.charCodeAt(tokenEnd) === 0x40) lastAt = tokenEnd;
-        tokenEnd++;
-      }
+      for (; wordEnd < text.length && !spelling.endsWord(text.charCodeAt(wordEnd)); wordEnd++) if (at(wordEnd)?.separator === '@') lastAt = wordEnd;
     }
-    const end = lastAt >= password ? lastAt : cut && tokenEnd === text.length ? text.length : -1;
+    let end = lastAt >= password ? lastAt : cut && wordEnd === text.length ? text.length : -1;
+    // A password with spaces in it: its @ is in a later word of the same line, with no other URL before it. A port
+    // (host:5432) is not a password.
+    if (end < 0 && spelling.spaced && !isPort(text, password)) end = laterAt.find(wordEnd);
     if (end < 0) continue;
     out += `${text.slice(copied, password)}${REDACTED}`;
     copied = end;
-    searchFrom = Math.max(end, password);
+    scheme.lastIndex = Math.max(end, password);
     if (end === text.length) break;
   }
   return copied === 0 ? text : out + text.slice(copied);
@@ -152,7 +225,7 @@ function redactJsonValues(text: string): string {
  * after its last character, so a credential whose end was cut off is removed up to there.
  */
 export function redactCredentials(text: string, cut = false): string {
-  return redactJsonValues(redactUrlUserinfo(text, cut))
+  return redactJsonValues(redactUrlUserinfo(redactUrlUserinfo(text, cut, RAW_URL), cut, ENCODED_URL))
     .replace(SECRET_QUERY, `$1${REDACTED}`)
     .replace(KEY_VALUE, `$1${REDACTED}`)
     .replace(PGPASS, `$1${REDACTED}`);

@@ -70,6 +70,10 @@ t.test('redaction is linear in the text: no input makes it scan the same charact
     ['many JSON keys with unterminated values', (n) => '"password":"x'.repeat(n / 14)],
     ['many key=value starts', (n) => 'password='.repeat(n / 9)],
     ['colon chains that look like .pgpass', (n) => 'h:1:d:u:'.repeat(n / 8)],
+    ['escaped whitespace that looks like a .pgpass field', (n) => '\\ '.repeat(n / 2)],
+    ['many userinfo starts without an @, one word each', (n) => 'a://b:c '.repeat(n / 8)],
+    ['many userinfo starts, then an @ at the end', (n) => `${'x://u:p w '.repeat(n / 10)}@host`],
+    ['percent-encoded userinfo starts without an @', (n) => 'a%3A%2F%2Fb%3Ac '.repeat(n / 16)],
     ['query parameters', (n) => '?token=&password='.repeat(n / 17)],
   ];
   for (const [name, shape] of shapes) {
@@ -152,6 +156,9 @@ t.test('credential forms are redacted; the text around them stays readable', asy
     ['a .pgpass line', 'db.example:5432:orders:app:pgp4ss', `db.example:5432:orders:app:${REDACTED}`],
     ['a .pgpass line with wildcards, inside a message', 'bad line *:*:*:app:pa:ss word', `bad line *:*:*:app:${REDACTED}`],
     ['a .pgpass line with an escaped colon', 'h\\:x:5432:db:u:secret', `h\\:x:5432:db:u:${REDACTED}`],
+    ['a URL password with spaces', 'connecting to postgres://app:pass word here@db:5432/orders now', `connecting to postgres://app:${REDACTED}@db:5432/orders now`],
+    ['a percent-encoded URL in a query parameter', 'GET /x?dsn=postgres%3A%2F%2Fapp%3As3cr3t%40db%2Forders&y=1', `GET /x?dsn=postgres%3A%2F%2Fapp%3A${REDACTED}%40db%2Forders&y=1`],
+    ['a percent-encoded URL with an encoded @ in its password', 'url=postgres%3a%2f%2fapp%3ap%40ss%40db', `url=postgres%3a%2f%2fapp%3a${REDACTED}%40db`],
     ['JSON text in a string', '{"user":"app","password":"x y"}', `{"user":"app","password":"${REDACTED}"}`],
     ['JSON text with an escaped quote in the value', '{"password":"a\\"b","next":1}', `{"password":"${REDACTED}","next":1}`],
     ['JSON text nested in JSON text', '{"body":"{\\"password\\":\\"in\\\\\\"ner\\"}"}', `{"body":"{\\"password\\":\\"${REDACTED}\\"}"}`],
@@ -168,6 +175,8 @@ t.test('credential forms are redacted; the text around them stays readable', asy
     ['a time', 'at 12:34:56 the job finished'],
     ['a stack frame', 'at judge (file:///opt/ptah/src/webhook/server.ts:151:25)'],
     ['a digest', 'sha256:0123456789abcdef'],
+    ['a URL with a port, then an address later on the line', 'dialing http://db.example:5432/x for alice@example.com'],
+    ['a percent-encoded URL without userinfo', 'next=https%3A%2F%2Fexample.com%2Fa%3Ab'],
   ];
   for (const [name, input] of readable) t.equal(scrubCredentials(input), input, `${name} is left as it is`);
 });
