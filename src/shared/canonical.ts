@@ -17,46 +17,78 @@ export const MAX_CANONICAL_DEPTH = 512;
 
 /**
  * Serializes `value` as RFC 8785 canonical JSON. Object properties whose value is `undefined` are absent. `root`
- * only names the value in a refusal (`object.spec.a: ...`); it changes no output.
+ * only names the value in a refusal (`object.spec.a: ...`); it changes no output. `limits` bounds the work.
  */
-export function canonicalJson(value: unknown, root = '$'): string {
-  return write(value, root, 0);
+export function canonicalJson(value: unknown, root = '$', limits: CanonicalLimits = {}): string {
+  const max = limits.maxValues ?? Infinity;
+  return write(value, { up: undefined, key: root }, undefined, 0, { max, left: max });
 }
 
-function write(value: unknown, path: string, depth: number): string {
+export interface CanonicalLimits {
+  /** Values (scalars and containers) past which the value is refused unread, so its size bounds no one's work. */
+  maxValues?: number;
+}
+
+interface Budget {
+  max: number;
+  left: number;
+}
+
+/**
+ * Where a value sits, as a chain of parents: built only for containers and spelled out (`$.spec.a[0]`) only in a
+ * refusal, so a wide array of scalars costs no path string per item (a 1 MiB admission body can hold 500,000).
+ */
+interface Path {
+  up: Path | undefined;
+  key: string | number;
+}
+
+function spell(path: Path | undefined, key?: string | number): string {
+  const keys: (string | number)[] = key === undefined ? [] : [key];
+  for (let p = path; p; p = p.up) keys.push(p.key);
+  return keys.reverse().map((k, i) => (i === 0 ? String(k) : typeof k === 'number' ? `[${k}]` : `.${k}`)).join('');
+}
+
+/** Serializes `value`, which sits under `key` of `parent` (or is the root when `key` is undefined). */
+function write(value: unknown, parent: Path, key: string | number | undefined, depth: number, budget: Budget): string {
+  if (--budget.left < 0) throw new CanonicalJsonError(`${spell(parent, key)}: more than ${budget.max} values`);
   if (value === null) return 'null';
   switch (typeof value) {
     case 'boolean':
       return value ? 'true' : 'false';
     case 'number':
       // ECMAScript Number-to-String is exactly what RFC 8785 §3.2.2.3 prescribes; -0 serializes as 0.
-      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${path}: ${value} has no JSON representation`);
-      return JSON.stringify(value);
+      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${spell(parent, key)}: ${value} has no JSON representation`);
+      return String(value);
     case 'string':
-      if (!value.isWellFormed()) throw new CanonicalJsonError(`${path}: string holds a lone UTF-16 surrogate`);
+      if (!value.isWellFormed()) throw new CanonicalJsonError(`${spell(parent, key)}: string holds a lone UTF-16 surrogate`);
       return JSON.stringify(value);
     case 'object': {
-      if (depth === MAX_CANONICAL_DEPTH) throw new CanonicalJsonError(`${path}: nests more than ${MAX_CANONICAL_DEPTH} levels deep`);
+      if (depth === MAX_CANONICAL_DEPTH) throw new CanonicalJsonError(`${spell(parent, key)}: nests more than ${MAX_CANONICAL_DEPTH} levels deep`);
+      const here: Path = key === undefined ? parent : { up: parent, key };
       if (Array.isArray(value)) {
-        return `[${value.map((item, i) => {
-          if (item === undefined) throw new CanonicalJsonError(`${path}[${i}]: undefined has no JSON representation`);
-          return write(item, `${path}[${i}]`, depth + 1);
-        }).join(',')}]`;
+        const items: string[] = [];
+        for (let i = 0; i < value.length; i++) {
+          const item: unknown = value[i];
+          if (item === undefined) throw new CanonicalJsonError(`${spell(here, i)}: undefined has no JSON representation`);
+          items.push(write(item, here, i, depth + 1, budget));
+        }
+        return `[${items.join(',')}]`;
       }
       const proto = Object.getPrototypeOf(value);
       if (proto !== Object.prototype && proto !== null) {
-        throw new CanonicalJsonError(`${path}: ${proto?.constructor?.name ?? 'object'} is not plain JSON data`);
+        throw new CanonicalJsonError(`${spell(parent, key)}: ${proto?.constructor?.name ?? 'object'} is not plain JSON data`);
       }
       const record = value as Record<string, unknown>;
       // RFC 8785 §3.2.3: sort by UTF-16 code units, which is the order of the default sort of strings.
       const keys = Object.keys(record).filter((k) => record[k] !== undefined).sort();
       return `{${keys.map((k) => {
-        if (!k.isWellFormed()) throw new CanonicalJsonError(`${path}: property name holds a lone UTF-16 surrogate`);
-        return `${JSON.stringify(k)}:${write(record[k], `${path}.${k}`, depth + 1)}`;
+        if (!k.isWellFormed()) throw new CanonicalJsonError(`${spell(parent, key)}: property name holds a lone UTF-16 surrogate`);
+        return `${JSON.stringify(k)}:${write(record[k], here, k, depth + 1, budget)}`;
       }).join(',')}}`;
     }
     default:
-      throw new CanonicalJsonError(`${path}: a ${typeof value} has no JSON representation`);
+      throw new CanonicalJsonError(`${spell(parent, key)}: a ${typeof value} has no JSON representation`);
   }
 }
 

@@ -37,10 +37,19 @@ function judgeUpdate(request: AdmissionRequest, kind: DecisionKind): Verdict {
   return allow();
 }
 
-/** A spec's canonical JSON; a spec that has none (1e400, a lone surrogate, absurd nesting) is a malformed request. */
+/**
+ * The most values a decision's spec holds: its schema allows about twenty (refs, a digest, the stamp with at most
+ * 64 groups), so a thousand is room for any the API server admits, and a wide body costs little before its refusal.
+ */
+export const MAX_DECISION_SPEC_VALUES = 1000;
+
+/**
+ * A spec's canonical JSON; a spec that has none (1e400, a lone surrogate, absurd nesting, more values than any
+ * decision holds) is a malformed request.
+ */
 function canonicalSpec(decision: DecisionObject, which: 'object' | 'oldObject'): string {
   try {
-    return canonicalJson(decision.spec, `${which}.spec`);
+    return canonicalJson(decision.spec, `${which}.spec`, { maxValues: MAX_DECISION_SPEC_VALUES });
   } catch (e) {
     if (e instanceof CanonicalJsonError) rejectRequest(`the ${which}'s spec cannot be compared: ${e.message}`);
     throw e;

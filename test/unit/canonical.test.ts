@@ -73,3 +73,17 @@ t.test('a refusal names its place under the root the caller gives', async (t) =>
   t.throws(() => canonicalJson({ a: [Infinity] }, 'object.spec'), { name: 'CanonicalJsonError', message: 'object.spec.a[0]: Infinity has no JSON representation' });
   t.equal(canonicalJson({ b: 1, a: 2 }, 'object.spec'), '{"a":2,"b":1}', 'the root changes no output');
 });
+
+t.test('a value budget refuses a value wider than it, naming where it ran out; at the budget the output is unchanged', async (t) => {
+  const value = { a: [1, [2, 3]], b: 'x' };
+  // The object, a's array, 1, the inner array, 2, 3 and 'x': 7 values (keys are not values).
+  t.equal(canonicalJson(value, '$', { maxValues: 7 }), canonicalJson(value), 'exactly at the budget');
+  t.throws(() => canonicalJson(value, 'object.spec', { maxValues: 6 }), { name: 'CanonicalJsonError', message: 'object.spec.b: more than 6 values' }, 'one value over it');
+  t.throws(() => canonicalJson({ a: new Array(500_000).fill(0) }, '$', { maxValues: 1000 }), { name: 'CanonicalJsonError', message: '$.a[998]: more than 1000 values' }, 'a wide array is refused after the budget, not read to its end');
+  t.equal(canonicalJson(new Array(3000).fill(0)).length, 6001, 'no budget by default');
+});
+
+t.test('a refusal spells the path of nested arrays and objects as before', async (t) => {
+  t.throws(() => canonicalJson({ a: [{ b: [0, { c: NaN }] }] }), { name: 'CanonicalJsonError', message: '$.a[0].b[1].c: NaN has no JSON representation' });
+  t.throws(() => canonicalJson([[undefined]]), { name: 'CanonicalJsonError', message: '$[0][0]: undefined has no JSON representation' });
+});

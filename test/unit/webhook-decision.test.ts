@@ -301,6 +301,7 @@ t.test('a spec with no canonical form is a 400 from the judge itself, behind the
     ['Infinity', { n: Infinity }, /oldObject\.spec\.n: Infinity has no JSON representation/],
     ['a lone surrogate', { s: '\ud800' }, /oldObject\.spec\.s: string holds a lone UTF-16 surrogate/],
     ['5000 levels of nesting', { d: deep }, /oldObject\.spec\.d(\[0\])+: nests more than \d+ levels deep/],
+    ['an array of 500,000 values', { a: new Array(500_000).fill(0) }, /oldObject\.spec\.a\[\d+\]: more than 1000 values/],
   ] as const) {
     const body = update(kind, spec as Record<string, unknown>, {});
     const thrown = await judgeDecision(body.request, {} as never).catch((e: unknown) => e);
