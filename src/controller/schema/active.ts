@@ -59,11 +59,9 @@ export async function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOpera
   if (!claim.jobUID) {
     const found = await pass.readJob(claim.jobName);
     if (found) return adoptSchemaJob(pass, claim, found);
-    if (proving) {
-      // A proof reading waiting to run (a retry, say, of one that keeps failing) is where a person's acknowledgment
-      // ends a proof no reading finishes; nothing of the Apply can write, and no reading of it is running.
-      const active = await possibleApplyPodActive(pass);
-      if (active) return active;
+    if (proving && !claim.dispatchStarted && claim.admissionSnapshot) {
+      // The proof's reading is about to be created (every attempt of one that keeps failing comes here), this pass
+      // found no Apply Pod that may run and no Job of the reading: a person's acknowledgment may end the proof instead.
       const acknowledged = await settleProofByAcknowledgment(pass);
       if (acknowledged) return acknowledged;
     }
