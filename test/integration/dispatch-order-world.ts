@@ -463,7 +463,13 @@ export const SCHEMA: DispatchFamilyUnderTest<PtahSchema, SchemaWorld> = {
     return db;
   },
   reconcile: reconcileSchema,
-  unaccounted: (s, id) => (s.status?.pendingObservation?.applyOperationID === id ? s.status.pendingObservation : undefined),
+  // Every schema Apply leaves a pending observation; only one of an unknown outcome is unaccounted for (an Apply that
+  // reported success or a refusal is accounted for and still proven). Counting every record as unaccounted made a
+  // stop-after row fail whenever its end was seen before the proof of a successful Apply completed.
+  unaccounted: (s, id) => {
+    const pending = s.status?.pendingObservation;
+    return pending?.applyOperationID === id && pending.outcome === 'OutcomeUnknown' ? pending : undefined;
+  },
   // Every schema Apply, read or uncertain, leaves its proof: that is the record.
   recorded: (s, id) => s.status?.pendingObservation?.applyOperationID === id,
   async staged(world, claim) {
