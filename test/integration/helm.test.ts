@@ -184,13 +184,16 @@ t.test('on a control plane of its own: install, upgrade with changed values, rol
 
   const installed = await h(['install', 'ptah', CHART, '--namespace', NS, '--create-namespace', '--set', 'webhook.certificate.source=generate']);
   t.equal(installed.code, 0, `helm install ${installed.stderr.trim()}`);
+  const established: string[] = [];
   for (const name of crdNames) {
-    await waitFor(async () => {
+    established.push(await waitFor(async () => {
       const crd = await crds.readCustomResourceDefinition({ name });
-      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? true : undefined;
-    }, { what: `CRD ${name} established`, timeoutMs: 60_000 });
+      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ? name : undefined;
+    }, { what: `CRD ${name} established`, timeoutMs: 60_000 }));
   }
-  t.pass(`the ${crdNames.length} CRDs are established`);
+  const expected = Object.values(KINDS).map((k) => `${k.plural}.${GROUP}`).sort();
+  t.same(crdNames, expected, `the chart installs one CRD per kind (${expected.length})`);
+  t.same(established, expected, 'and the API server reports each Established');
   t.equal((await deployment()).spec?.replicas, 2, 'the Deployment, two replicas');
   t.equal(envOf(await deployment()).PTAH_MANAGER_USERNAME, `system:serviceaccount:${NS}:${INSTALL.serviceAccount}`, 'the manager told its identity');
   const certificate = (await tlsSecret()).data?.['tls.crt'];
