@@ -9,6 +9,7 @@ import { API_VERSION } from '../shared/api/names.js';
 import type { ActiveOperation } from '../shared/api/shapes.js';
 import type { AdmissionSnapshot } from '../shared/podintent.js';
 import { DispatchRefused, type Authorization, type ClaimWrite, type DispatchFamily } from '../shared/lifecycle/dispatch.js';
+import { renewHolding } from '../shared/lifecycle/leases.js';
 import type { OperationAnswers } from '../shared/lifecycle/operations.js';
 import { ApprovalGoneError } from './approval.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
@@ -93,16 +94,17 @@ export async function renewDispatchedApplyLock(pass: OwnerPass<OwnerResource>, c
     pass.event('Warning', 'LeaseContinuityLost', `operation ${claim.id} was dispatched without a realm or Lease duration on record; its result will not be trusted`);
     return 'Lease continuity lost';
   }
-  const result = await pass.lock.acquire({
+  const renewal = await renewHolding(pass.lock, {
     coordinationDigest: claim.coordinationDigest,
-    holder: { resourceUid: pass.uid, operationId: claim.id },
+    resourceUid: pass.uid,
+    operationId: claim.id,
     durationSeconds: claim.leaseDurationSeconds,
-    expectedEpoch: claim.leaseEpoch,
+    epoch: claim.leaseEpoch,
   });
-  if (result.kind === 'acquired' && result.continuous) return undefined;
-  if (result.kind === 'acquired') {
+  if (renewal.kept) return undefined;
+  if (renewal.epoch) {
     // Hold the new epoch so the eventual release hands back what this resource holds now.
-    await writeClaim({ leaseEpoch: result.epoch, leaseContinuityLost: true });
+    await writeClaim({ leaseEpoch: renewal.epoch, leaseContinuityLost: true });
   } else if (claim.leaseContinuityLost) {
     return undefined;
   } else {

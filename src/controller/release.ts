@@ -3,7 +3,8 @@
 // the cleanup TTL of the Job the claim recorded.
 import type { V1Job } from '@kubernetes/client-node';
 import type { ActiveOperation, PendingLockRelease } from '../shared/api/shapes.js';
-import { CLEANUP_TTL_SECONDS, match, type JobClaim } from '../shared/jobclaim.js';
+import { CLEANUP_TTL_SECONDS, type JobClaim } from '../shared/jobclaim.js';
+import { claimFixedVerdict } from './claim-job.js';
 import { leaseTaken } from './claim-values.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
 
@@ -67,7 +68,7 @@ export async function giveJobCleanupTtl(pass: AnyPass, claim: JobClaim, known?: 
   const job = known ?? (await pass.readJob(claim.jobName));
   if (!job || job.metadata?.uid !== claim.jobUID || job.spec?.ttlSecondsAfterFinished !== undefined) return;
   // A Job of an epoch a rotation retired is held to that epoch alone (as the webhook holds it, naming the record).
-  const verdict = match(job, claim, { kind: 'claim-fixed', owner: pass.owner() }, options.retiredEpoch ? undefined : pass.bindingInForce());
+  const verdict = claimFixedVerdict(pass, claim, job, options);
   if (!verdict.ok) {
     pass.event('Warning', 'JobCleanupDeferred', `Job ${claim.jobName} is not given its cleanup TTL: ${verdict.reason}`);
     return;

@@ -8,7 +8,7 @@ import type { V1Job } from '@kubernetes/client-node';
 import { buildOperationJob } from '../../src/shared/job/build.js';
 import type { KubeClient } from '../../src/shared/kube-client.js';
 import { dispatch, type DispatchClaim, type DispatchFamily } from '../../src/shared/lifecycle/dispatch.js';
-import { PassLeases } from '../../src/shared/lifecycle/leases.js';
+import { holdingRequest, PassLeases, renewHolding } from '../../src/shared/lifecycle/leases.js';
 import { migrationOperation } from '../../src/shared/lifecycle/operations.js';
 import type { AdmissionSnapshot } from '../../src/shared/podintent.js';
 import type { AcquireRequest, AcquireResult, TargetLock } from '../../src/shared/targetlock.js';
@@ -142,4 +142,18 @@ t.test('the lease step renews a holding this pass did not renew, or renewed unde
   await other.leases.acquire(request({ coordinationDigest: digest, holder: { resourceUid: OWNER_UID, operationId: claimId }, expectedEpoch: undefined }));
   t.equal(await dispatchOver(other.leases), 'dispatched');
   t.same(other.calls, [`acquire ${claimId} undefined`, `acquire ${claimId} ${EPOCH}`], 'renewed earlier without the claim\'s epoch: the lease step renews');
+});
+
+t.test('renewHolding: the one continuity rule every renewal shares', async (t) => {
+  const holding = { coordinationDigest: `sha256:${'a'.repeat(64)}`, resourceUid: OWNER_UID, operationId: 'op-1', durationSeconds: 600, epoch: EPOCH };
+  const kept = fakeLock(continuous);
+  t.same(await renewHolding(kept.leases, holding), { kept: true }, 'held without interruption under the epoch on record: kept');
+  t.same(kept.calls, [`acquire op-1 ${EPOCH}`], 'renewed under the holding\'s run and epoch');
+  const retaken = fakeLock(() => ({ kind: 'acquired', epoch: OTHER_EPOCH, continuous: false }));
+  t.same(await renewHolding(retaken.leases, holding), { kept: false, epoch: OTHER_EPOCH, requeueAfterMs: 1 }, 'taken again under a new epoch: lost, with the epoch now held');
+  const sameEpochInterrupted = fakeLock(() => ({ kind: 'acquired', epoch: EPOCH, continuous: false }));
+  t.equal((await renewHolding(sameEpochInterrupted.leases, holding)).kept, false, 'an interrupted holding is lost even under the same epoch');
+  const contended = fakeLock(() => ({ kind: 'contended', requeueAfterMs: 4_000, holderIdentity: 'someone-else' }));
+  t.same(await renewHolding(contended.leases, holding), { kept: false, requeueAfterMs: 4_000 }, 'held by someone else: lost, no epoch, look again when the Lease may be free');
+  t.same(holdingRequest({ ...holding, epoch: undefined }).expectedEpoch, undefined, 'a holding with no epoch yet expects none');
 });

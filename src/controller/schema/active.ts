@@ -1,16 +1,16 @@
-// The claim in flight (the seed's reconcileActive): a claim whose Job does not exist yet goes through the shared
-// dispatch sequence, whose stage step projects an Apply's plan; a Job found under the reserved name with no UID
-// recorded is adopted once jobclaim.match holds it to the claim; a dispatched claim is supervised on every pass
-// (rebound by UID, its Lease renewed, its Job held to the claim) and harvested when its Job is terminal. A
-// mutating claim's missing Job is an unknown outcome and is never created again. A reading that carries out a
-// proof renews the proof's Lease first: a proof whose Lease changed hands proves nothing.
-import type { V1Job } from '@kubernetes/client-node';
+// The claim in flight (the seed's reconcileActive), driven by the shared active-claim.ts: the schema supplies how its
+// claims are authorized and dispatched (its stage step projects an Apply's plan), held to their Jobs and harvested,
+// and what its proof adds. A reading that carries out a proof renews the proof's Lease first (a proof whose Lease
+// changed hands proves nothing), never starts beside an Apply Pod that may still run, and may be ended by a person's
+// acknowledgment instead of being created.
 import type { PtahSchemaPlan, SchemaPhase } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { dispatch, DispatchRefused, mayHaveDispatched, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
+import { dispatch, DispatchRefused, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { JobBuildError } from '../../shared/job/index.js';
+import { renewHolding } from '../../shared/lifecycle/leases.js';
 import { superviseEveryMs } from '../../shared/lifecycle/supervision.js';
-import { familyDispatch, renewDispatchedApplyLock } from '../dispatch-family.js';
+import { reconcileActiveClaim } from '../active-claim.js';
+import { familyDispatch } from '../dispatch-family.js';
 import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
 import { isJobTerminal } from '../evidence.js';
 import { consumeSchemaApproval, markSchemaPlanApprovalsStale, schemaApprovalStillAuthorizes } from './approval.js';
@@ -25,8 +25,6 @@ import { acquirePendingLock, finishUncertainSchemaApply, possibleApplyPodActive 
 import { retireSchemaClaim } from './retire.js';
 import { publishSchemaReport, writeSchemaClaimFields, type Report } from './status.js';
 import { discardProofUnread, isDeleting, proofArtifactGone } from './unreadable.js';
-/** A claim the driver refused is a defect no retry can mend: looked at again this often. */
-const REFUSED_CLAIM_RETRY_MS = 60_000;
 
 const runningReport = (claim: ActiveOperation, proving: boolean): Report => proving
   ? { phase: 'VerifyingConvergence', reason: 'VerifyingConvergence', message: `the proof's ${claim.type} is running in Job ${claim.jobName}` }
@@ -34,46 +32,63 @@ const runningReport = (claim: ActiveOperation, proving: boolean): Report => prov
     ? { phase: 'Applying', reason: 'ApprovedPlan', message: `operation ${claim.id} is running in Job ${claim.jobName}` }
     : { phase: claim.type === 'Plan' ? 'Planning' : 'Observing', reason: 'OperationInProgress', message: `${claim.type} is running in Job ${claim.jobName}` };
 
-export async function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
+/** The schema's side of the shared claim in flight (active-claim.ts). */
+export function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
   const operation = operationOf(pass, claim);
-  if (!operation.known) {
-    await publishSchemaReport(pass, { phase: 'Blocked', reason: 'UnknownOperation', message: `the claim in flight is a ${JSON.stringify(claim.type)} operation, which this manager does not know; a newer manager must finish it` });
-    return endPass('unknown operation type left alone', 60_000);
-  }
   const proving = servesProof(pass, claim);
-  if (proving) {
-    const renewed = await acquirePendingLock(pass);
-    if (renewed) return renewed;
-    if (pass.claim?.leaseContinuityLost) return recoverLeaseContinuity(pass, pass.claim);
-    // The proof never starts beside an Apply Pod that may still run. Only a pass with the admission snapshot
-    // recorded can create the proof's Job; the one before it ends at the snapshot step, having created nothing.
-    if (!claim.jobUID && !claim.dispatchStarted && claim.admissionSnapshot) {
-      const active = await possibleApplyPodActive(pass);
-      if (active) return active;
-    }
-  }
-  if (operation.mutating && mayHaveDispatched(claim)) {
-    const lost = await renewDispatchedApplyLock(pass, claim, (fields) => writeSchemaClaimFields(pass, claim.id, fields));
-    if (lost) return endPass(lost);
-  }
-  if (!claim.jobUID) {
-    const found = await pass.readJob(claim.jobName);
-    if (found) return adoptSchemaJob(pass, claim, found);
-    if (proving && !claim.dispatchStarted && claim.admissionSnapshot) {
-      // The proof's reading is about to be created (every attempt of one that keeps failing comes here), this pass
-      // found no Apply Pod that may run and no Job of the reading: a person's acknowledgment may end the proof instead.
-      const acknowledged = await settleProofByAcknowledgment(pass);
-      if (acknowledged) return acknowledged;
-    }
-    if (operation.mutating && claim.dispatchStarted === true) {
-      await finishUncertainSchemaApply(pass, { reason: 'JobMissing', message: `Job ${claim.jobName} may have been created (the dispatch marker is written) but does not exist; it is never created again` });
-      return endPass('dispatched Job missing: proof owed, outcome unknown');
-    }
-    const wait = claim.retryNotBefore ? Date.parse(claim.retryNotBefore) - pass.now().getTime() : 0;
-    if (wait > 0) return endPass('waiting to retry the reading', wait);
-    return dispatchSchemaClaim(pass, claim);
-  }
-  return superviseSchemaJob(pass, claim, proving);
+  // Only a pass with the admission snapshot recorded can create the proof's Job; the one before it ends at the
+  // snapshot step, having created nothing.
+  const provingBeforeCreate = proving && !claim.jobUID && !claim.dispatchStarted && claim.admissionSnapshot !== undefined;
+  const deletingProof = isDeleting(pass) && proving;
+  return reconcileActiveClaim<SchemaPhase, PtahSchemaPlan>(pass, claim, {
+    operation,
+    publish: (report) => publishSchemaReport(pass, report),
+    writeClaimFields: (fields) => writeSchemaClaimFields(pass, claim.id, fields),
+    first: proving ? () => renewProof(pass, provingBeforeCreate) : undefined,
+    // The proof's reading is about to be created (every attempt of one that keeps failing comes here), and this pass
+    // found no Apply Pod that may run and no Job of the reading: a person's acknowledgment may end the proof instead.
+    beforeCreate: provingBeforeCreate ? () => settleProofByAcknowledgment(pass) : undefined,
+    dispatch: async () => {
+      const gone = deletingProof ? await proofArtifactGone(pass) : undefined;
+      if (gone) return discardProofUnread(pass, gone);
+      const end = await dispatch(schemaDispatchFamily(pass, claim), { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
+      return endPass(end.why, end.requeueAfterMs);
+    },
+    // A proof reading that cannot be dispatched on deletion is one no retry mends: deletion ends the proof unread.
+    refused: deletingProof
+      ? async (e) => (e instanceof DispatchRefused || e instanceof JobBuildError
+        ? discardProofUnread(pass, { reason: 'ReadingRefused', message: `the proof's ${claim.type} cannot be dispatched: ${e.message}` })
+        : undefined)
+      : undefined,
+    holdJob: (job) => holdSchemaJobToItsClaim(pass, claim, job),
+    // An ordinary Plan holds the realm while it reads: its Lease is renewed on every pass.
+    supervising: operation.readOnly && operation.holdsRealm && !proving ? () => renewReadingLease(pass, claim) : undefined,
+    running: runningReport(claim, proving),
+    finishUncertain: (uncertain) => finishUncertainSchemaApply(pass, uncertain),
+    uncertainOwes: 'proof owed, outcome unknown',
+    retryReading: (why) => retrySchemaReading(pass, why),
+    discardStaleReading: (job, why) => retireSchemaClaim(pass, {
+      disposition: 'discard',
+      why: proving ? 'ProofInputsChanged' : 'InputsChanged',
+      job,
+      record: (status) => {
+        status.nextReconciliationTime = pass.nowIso();
+      },
+      report: { phase: 'Pending', reason: 'InputsChanged', message: `the reading in Job ${claim.jobName} is stale: ${why}` },
+    }),
+    harvest: (job) => (claim.type === 'Apply' ? harvestSchemaApply(pass, claim, job) : claim.type === 'Plan' ? harvestSchemaPlan(pass, claim, job) : harvestSchemaObserve(pass, claim, job)),
+  });
+}
+
+/**
+ * A proof reading renews the proof's Lease first: a proof whose Lease changed hands proves nothing. It never starts
+ * beside an Apply Pod that may still run.
+ */
+async function renewProof(pass: SchemaPass, beforeCreate: boolean): Promise<PassEnd | undefined> {
+  const renewed = await acquirePendingLock(pass);
+  if (renewed) return renewed;
+  if (pass.claim?.leaseContinuityLost) return recoverLeaseContinuity(pass, pass.claim);
+  return beforeCreate ? possibleApplyPodActive(pass) : undefined;
 }
 
 /**
@@ -92,98 +107,18 @@ async function recoverLeaseContinuity(pass: SchemaPass, claim: ActiveOperation):
   return endPass('proof reading under a lost Lease retired');
 }
 
-/** Lost Job, replaced Job, or a Job its claim does not recognise: unknown for an Apply, a new attempt for a reading. */
-async function settleLostJob(pass: SchemaPass, claim: ActiveOperation, reason: string, message: string): Promise<PassEnd> {
-  if (operationOf(pass, claim).mutating) {
-    await finishUncertainSchemaApply(pass, { reason, message });
-    return endPass(`${reason}: proof owed, outcome unknown`);
-  }
-  return retrySchemaReading(pass, message);
-}
-
-async function adoptSchemaJob(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
-  const held = await holdSchemaJobToItsClaim(pass, claim, job);
-  if (!held.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${held.why}`);
-  const mutating = operationOf(pass, claim).mutating;
-  await writeSchemaClaimFields(pass, claim.id, { jobUID: job.metadata!.uid!, ...(mutating ? { dispatchStarted: true } : {}) });
-  const moved = held.inputsHold ? '' : `; its inputs moved (${held.why}), so its result will not be read`;
-  pass.event('Normal', 'OperationAdopted', `Job ${claim.jobName} (${claim.type}) was adopted by UID${moved}`, 'Dispatch');
-  return endPass('Job adopted');
-}
-
-async function superviseSchemaJob(pass: SchemaPass, claim: ActiveOperation, proving: boolean): Promise<PassEnd> {
-  const job = await pass.readJob(claim.jobName);
-  if (!job) return settleLostJob(pass, claim, 'JobMissing', `Job ${claim.jobName} (uid ${claim.jobUID}) no longer exists`);
-  if (job.metadata?.uid !== claim.jobUID) return settleLostJob(pass, claim, 'JobReplaced', `Job ${claim.jobName} is not the Job the claim recorded (uid ${claim.jobUID})`);
-  const held = await holdSchemaJobToItsClaim(pass, claim, job);
-  if (!held.ok) return settleLostJob(pass, claim, 'JobIntentMismatch', `Job ${claim.jobName} is not the claim's: ${held.why}`);
-  const operation = operationOf(pass, claim);
-  if (operation.readOnly && operation.holdsRealm && !proving) {
-    // An ordinary Plan holds the realm while it reads: its Lease is renewed on every pass.
-    const renewed = await renewReadingLease(pass, claim);
-    if (renewed) return renewed;
-  }
-  if (!isJobTerminal(job)) {
-    await publishSchemaReport(pass, runningReport(claim, proving));
-    return endPass('Job running', superviseEveryMs(operation));
-  }
-  if (!held.inputsHold) {
-    if (operation.mutating) {
-      await finishUncertainSchemaApply(pass, { reason: 'InputsChanged', message: `the run's result is not read: ${held.why}`, job });
-      return endPass('Apply under moved inputs: proof owed, outcome unknown');
-    }
-    await retireSchemaClaim(pass, {
-      disposition: 'discard',
-      why: proving ? 'ProofInputsChanged' : 'InputsChanged',
-      job,
-      record: (status) => {
-        status.nextReconciliationTime = pass.nowIso();
-      },
-      report: { phase: 'Pending', reason: 'InputsChanged', message: `the reading in Job ${claim.jobName} is stale: ${held.why}` },
-    });
-    return endPass('stale reading discarded');
-  }
-  switch (claim.type) {
-    case 'Apply':
-      return harvestSchemaApply(pass, claim, job);
-    case 'Plan':
-      return harvestSchemaPlan(pass, claim, job);
-    default:
-      return harvestSchemaObserve(pass, claim, job);
-  }
-}
-
 /** An ordinary Plan's realm Lease, renewed under its epoch; a Lease that changed hands makes its reading stale. */
 async function renewReadingLease(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd | undefined> {
-  const result = await pass.lock.acquire({
+  const renewal = await renewHolding(pass.lock, {
     coordinationDigest: claim.coordinationDigest!,
-    holder: { resourceUid: pass.uid, operationId: claim.id },
+    resourceUid: pass.uid,
+    operationId: claim.id,
     durationSeconds: claim.leaseDurationSeconds!,
-    expectedEpoch: claim.leaseEpoch,
+    epoch: claim.leaseEpoch,
   });
-  if (result.kind === 'acquired' && result.continuous) return undefined;
-  if (result.kind === 'acquired') await writeSchemaClaimFields(pass, claim.id, { leaseEpoch: result.epoch });
+  if (renewal.kept) return undefined;
+  if (renewal.epoch) await writeSchemaClaimFields(pass, claim.id, { leaseEpoch: renewal.epoch });
   return retrySchemaReading(pass, 'the realm Lease changed hands while the Plan ran');
-}
-
-async function dispatchSchemaClaim(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
-  const deletingProof = isDeleting(pass) && servesProof(pass, claim);
-  const gone = deletingProof ? await proofArtifactGone(pass) : undefined;
-  if (gone) return discardProofUnread(pass, gone);
-  try {
-    const end = await dispatch(schemaDispatchFamily(pass, claim), { client: pass.deps.client, lock: pass.lock }, pass.deps.order);
-    return endPass(end.why, end.requeueAfterMs);
-  } catch (e) {
-    // A proof reading that cannot be dispatched on deletion is one no retry mends: deletion ends the proof unread.
-    if (deletingProof && (e instanceof DispatchRefused || e instanceof JobBuildError)) {
-      return discardProofUnread(pass, { reason: 'ReadingRefused', message: `the proof's ${claim.type} cannot be dispatched: ${e.message}` });
-    }
-    if (!(e instanceof DispatchRefused)) throw e;
-    const message = `operation ${claim.id} (${claim.type}) cannot be dispatched: ${e.message}`;
-    await publishSchemaReport(pass, { phase: 'Blocked', reason: 'ClaimRefused', message });
-    pass.event('Warning', 'ClaimRefused', message, 'Dispatch');
-    return endPass(e.message, REFUSED_CLAIM_RETRY_MS);
-  }
 }
 
 /** The schema's side of the shared dispatch sequence (the seed's schemaDispatch): its stage step projects an Apply's plan. */

@@ -12,7 +12,7 @@ import { isJobTerminal } from '../evidence.js';
 import { giveJobCleanupTtl } from '../release.js';
 import { markSchemaPlanApprovalsStale } from './approval.js';
 import { endPass, operationOf, servesProof, type PassEnd, type SchemaPass } from './context.js';
-import { validateSchemaJobEnvelope } from './job.js';
+import { claimFixedVerdict } from '../claim-job.js';
 import { finishUncertainSchemaApply } from './proof.js';
 import { retireSchemaClaim } from './retire.js';
 import { writeSchemaStatus, type Report } from './status.js';
@@ -129,7 +129,7 @@ async function reconcileBindingRetirement(pass: SchemaPass): Promise<PassEnd | u
   if (claim && claim.jobName === job.name && operationOf(pass, claim).readOnly) {
     const found = await pass.readJob(job.name);
     const ours = found?.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === pass.uid) === true;
-    if (found && ours && !claim.jobUID && !job.uid && validateSchemaJobEnvelope(pass, claim, found, { retiredEpoch: true }).ok) {
+    if (found && ours && !claim.jobUID && !job.uid && claimFixedVerdict(pass, claim, found, { retiredEpoch: true }).ok) {
       const uid = found.metadata!.uid!;
       await writeSchemaStatus(pass, { ...pass.status, activeOperation: { ...claim, jobUID: uid }, pendingBindingRetirement: { ...record, job: { ...job, uid } } });
       return endPass('retired reading\'s Job adopted by UID');
@@ -170,7 +170,7 @@ export async function retiredApplyJobObligation(pass: SchemaPass): Promise<PassE
   const applyClaim = recordedApplyClaim(pending);
   const found = await pass.readJob(pending.applyJobName);
   const matches = found !== undefined && found.metadata?.ownerReferences?.some((r) => r.controller === true && r.uid === pass.uid) === true &&
-    validateSchemaJobEnvelope(pass, applyClaim, found, { retiredEpoch: true }).ok;
+    claimFixedVerdict(pass, applyClaim, found, { retiredEpoch: true }).ok;
   if (!pending.applyJobUID) {
     if (found && matches) {
       const uid = found.metadata!.uid!;

@@ -1,12 +1,12 @@
-// A schema claim's Job: rebuilt from the claim and the objects it was decided from, and held to its claim through
-// jobclaim.match on every pass that adopts or supervises it. While the claim's inputs hold, the Job is held to the
-// rebuild; once they moved it cannot be rebuilt and is held to what the claim fixes.
+// A schema claim's Job (claim-job.ts): rebuilt from the claim and the objects it was decided from, and held to its
+// claim; the schema supplies its plan and whether its claim's inputs still hold (a proof reading's, against the
+// Apply it proves).
 import type { V1Job } from '@kubernetes/client-node';
 import { API_VERSION, KINDS } from '../../shared/api/names.js';
 import type { PtahSchemaPlan } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { JobBuildError, rebuildClaimJob } from '../../shared/job/index.js';
-import { match, type JobClaim, type Verdict } from '../../shared/jobclaim.js';
+import type { HeldJob } from '../active-claim.js';
+import { holdJobToItsClaim, rebuildOwnedJob } from '../claim-job.js';
 import { servesProof, type SchemaPass } from './context.js';
 import { schemaInputFingerprint } from './fingerprint.js';
 
@@ -19,17 +19,7 @@ export async function claimPlan(pass: SchemaPass, claim: ActiveOperation): Promi
 
 /** The Job `claim` builds; `liveJob` gives the manager identity the stored Job recorded, which binds nothing. */
 export function rebuildSchemaJob(pass: SchemaPass, claim: ActiveOperation, plan: PtahSchemaPlan | undefined, liveJob?: V1Job): V1Job {
-  const binding = pass.status.executionBinding;
-  if (!binding) throw new JobBuildError('InvalidBinding', 'the schema records no execution binding');
-  const { controllerImage, controllerRevision, runnerImage } = pass.deps.manager;
-  return rebuildClaimJob({
-    owner: pass.s,
-    claim,
-    plan,
-    coordinationDigest: pass.realm(),
-    manager: { controllerImage, controllerRevision, runnerImage, executorIdentity: binding.executorIdentity!, controllerStateVersion: binding.controllerStateVersion, runnerProtocolVersion: binding.runnerProtocolVersion },
-    liveJob,
-  });
+  return rebuildOwnedJob(pass, pass.s, pass.status.executionBinding, claim, plan, liveJob);
 }
 
 /**
@@ -54,31 +44,7 @@ export async function schemaClaimInputsHold(pass: SchemaPass, claim: ActiveOpera
   return plan ? { hold: true, plan } : { hold: false, why: `the plan ${claim.planRef?.name ?? '?'} the Apply runs was deleted or replaced` };
 }
 
-function validateAdoptedJobIntent(pass: SchemaPass, claim: ActiveOperation, job: V1Job, plan: PtahSchemaPlan | undefined): Verdict {
-  let rebuilt: V1Job;
-  try {
-    rebuilt = rebuildSchemaJob(pass, claim, plan, job);
-  } catch (e) {
-    if (e instanceof JobBuildError) return { ok: false, reason: `the claim cannot rebuild its Job: ${e.message}` };
-    throw e;
-  }
-  return match(job, claim, { kind: 'rebuild', rebuilt }, pass.bindingInForce());
-}
-
-/** What the claim fixes, without a rebuild (the match the controller-write webhook applies to the cleanup TTL). */
-export function validateSchemaJobEnvelope(pass: SchemaPass, claim: JobClaim, job: V1Job, options: { retiredEpoch?: boolean } = {}): Verdict {
-  return match(job, claim, { kind: 'claim-fixed', owner: pass.owner() }, options.retiredEpoch ? undefined : pass.bindingInForce());
-}
-
-export type HeldJob = { ok: true; inputsHold: boolean; why?: string; plan?: PtahSchemaPlan } | { ok: false; why: string };
-
-/** Holds the Job under the claim's name to the claim: to its rebuild while the inputs hold, to what the claim fixes once they moved. */
-export async function holdSchemaJobToItsClaim(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<HeldJob> {
-  const inputs = await schemaClaimInputsHold(pass, claim);
-  if (inputs.hold) {
-    const verdict = validateAdoptedJobIntent(pass, claim, job, inputs.plan);
-    return verdict.ok ? { ok: true, inputsHold: true, plan: inputs.plan } : { ok: false, why: verdict.reason };
-  }
-  const verdict = validateSchemaJobEnvelope(pass, claim, job);
-  return verdict.ok ? { ok: true, inputsHold: false, why: inputs.why } : { ok: false, why: verdict.reason };
+/** Holds the Job under the claim's name to the claim (claim-job.ts). */
+export async function holdSchemaJobToItsClaim(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<HeldJob<PtahSchemaPlan>> {
+  return holdJobToItsClaim(pass, claim, job, await schemaClaimInputsHold(pass, claim), (plan, liveJob) => rebuildSchemaJob(pass, claim, plan, liveJob));
 }

@@ -8,6 +8,7 @@ import type { PendingObservation, PendingObservationOutcome, PtahSchemaStatus } 
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { EXECUTION_DEFAULTS } from '../../shared/api/shapes.js';
 import { canonicalJson } from '../../shared/canonical.js';
+import { renewHolding } from '../../shared/lifecycle/leases.js';
 import { applyMayStillRun, applyPodsOf, dispatchedBy } from '../evidence.js';
 import { leaseTaken } from '../claim-values.js';
 import { claimProofReading } from './claim.js';
@@ -126,17 +127,18 @@ export async function finishUncertainSchemaApply(pass: SchemaPass, uncertain: { 
 export async function acquirePendingLock(pass: SchemaPass): Promise<PassEnd | undefined> {
   const pending = pass.status.pendingObservation;
   if (!pending) return undefined;
-  const result = await pass.lock.acquire({
+  const renewal = await renewHolding(pass.lock, {
     coordinationDigest: pending.coordinationDigest,
-    holder: { resourceUid: pass.uid, operationId: pending.applyOperationID },
+    resourceUid: pass.uid,
+    operationId: pending.applyOperationID,
     durationSeconds: pending.leaseDurationSeconds,
-    expectedEpoch: pending.leaseEpoch,
+    epoch: pending.leaseEpoch,
   });
-  if (result.kind === 'acquired' && result.continuous) return undefined;
-  const lost: PendingObservation = { ...pending, outcome: 'OutcomeUnknown', planRequired: false, ...(result.kind === 'acquired' ? { leaseEpoch: result.epoch } : {}) };
+  if (renewal.kept) return undefined;
+  const lost: PendingObservation = { ...pending, outcome: 'OutcomeUnknown', planRequired: false, ...(renewal.epoch ? { leaseEpoch: renewal.epoch } : {}) };
   const claim = pass.claim;
   const activeOperation = claim?.proofOf === pending.applyOperationID ? { ...claim, leaseContinuityLost: true } : claim;
-  const requeue = result.kind === 'contended' ? result.requeueAfterMs : 1;
+  const requeue = renewal.requeueAfterMs;
   // Latched: a realm still held elsewhere is waited for without writing the same loss again.
   if (canonicalJson(lost) === canonicalJson(pending) && canonicalJson(activeOperation ?? null) === canonicalJson(claim ?? null)) {
     return endPass('the proof\'s realm is held elsewhere', requeue);

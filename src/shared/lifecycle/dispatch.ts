@@ -6,10 +6,9 @@ import type { V1Job } from '@kubernetes/client-node';
 import { ApiError, refOf, type KubeClient } from '../kube-client.js';
 import { match } from '../jobclaim.js';
 import { readSnapshotExtras, resolveSnapshot, templateDigestOf, verifySnapshot, type AdmissionSnapshot } from '../podintent.js';
-import type { AcquireRequest } from '../targetlock.js';
 import type { ActiveOperation } from '../api/shapes.js';
 import { classifyCreate, failureOf, refusedBeforeStorage } from './classify.js';
-import type { DispatchLeases } from './leases.js';
+import { holdingRequest, type DispatchLeases } from './leases.js';
 import type { OperationAnswers } from './operations.js';
 import { superviseEveryMs } from './supervision.js';
 
@@ -146,13 +145,14 @@ async function leaseStep(family: DispatchFamily, deps: DispatchDeps): Promise<St
   if (!claim.coordinationDigest || !claim.leaseDurationSeconds) {
     throw new DispatchRefused(`claim ${claim.id} holds the realm but records no coordination digest or lease duration`);
   }
-  const request: AcquireRequest = {
+  const request = holdingRequest({
     coordinationDigest: claim.coordinationDigest,
+    resourceUid: owner.uid,
     // A reading that proves a schema Apply runs under the Apply's holding, never a holding of its own.
-    holder: { resourceUid: owner.uid, operationId: claim.proofOf ?? claim.id },
+    operationId: claim.proofOf ?? claim.id,
     durationSeconds: claim.leaseDurationSeconds,
-    expectedEpoch: claim.leaseEpoch,
-  };
+    epoch: claim.leaseEpoch,
+  });
   // Held, under the claim's epoch, by a renewal earlier in this pass (a proof's acquirePendingLock): the holding the
   // mark needs is the one that renewal found, and renewing it again proves nothing more.
   if (deps.lock.renewedInPass?.(request)) return next;

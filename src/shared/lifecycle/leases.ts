@@ -4,6 +4,43 @@
 import type { Clock } from '../clock.js';
 import type { AcquireRequest, AcquireResult, ReleaseRequest, TargetLock } from '../targetlock.js';
 
+/** A realm holding as a claim (or a proof's record) keeps it: the realm, the run it is held for, its duration and epoch. */
+export interface Holding {
+  coordinationDigest: string;
+  /** The UID of the resource whose claim holds the realm. */
+  resourceUid: string;
+  /** The run the realm is held for: a proof's readings hold it under the Apply they prove. */
+  operationId: string;
+  durationSeconds: number;
+  /** The epoch on record; undefined before the first acquisition. */
+  epoch: string | undefined;
+}
+
+/**
+ * What renewing a holding found. Kept: this holder held the realm without interruption under the epoch on record.
+ * Otherwise continuity is lost, whatever the holder does next: the realm was taken again under a new `epoch`, or
+ * someone else holds it (no epoch; look again after `requeueAfterMs`).
+ */
+export type Renewal = { kept: true } | { kept: false; epoch?: string; requeueAfterMs: number };
+
+/** The acquisition a holding is renewed by. */
+export const holdingRequest = (h: Holding): AcquireRequest => ({
+  coordinationDigest: h.coordinationDigest,
+  holder: { resourceUid: h.resourceUid, operationId: h.operationId },
+  durationSeconds: h.durationSeconds,
+  expectedEpoch: h.epoch,
+});
+
+/**
+ * Renews a holding under the one continuity rule every renewal shares (a dispatched Apply's, a proof's, a
+ * reading's); what a lost holding means is the caller's.
+ */
+export async function renewHolding(lock: Pick<DispatchLeases, 'acquire'>, holding: Holding): Promise<Renewal> {
+  const result = await lock.acquire(holdingRequest(holding));
+  if (result.kind === 'contended') return { kept: false, requeueAfterMs: result.requeueAfterMs };
+  return result.continuous ? { kept: true } : { kept: false, epoch: result.epoch, requeueAfterMs: 1 };
+}
+
 /** What the lease step asks of the pass's Leases. */
 export interface DispatchLeases {
   acquire(request: AcquireRequest): Promise<AcquireResult>;
@@ -14,7 +51,7 @@ export interface DispatchLeases {
   renewedInPass?(request: AcquireRequest): boolean;
 }
 
-interface Renewal {
+interface RenewedInPass {
   request: AcquireRequest;
   atMs: number;
 }
@@ -24,7 +61,7 @@ const sameHolding = (a: AcquireRequest, b: AcquireRequest): boolean =>
   a.durationSeconds === b.durationSeconds && a.expectedEpoch === b.expectedEpoch;
 
 export class PassLeases implements DispatchLeases {
-  private renewals: Renewal[] = [];
+  private renewals: RenewedInPass[] = [];
 
   constructor(
     private readonly lock: Pick<TargetLock, 'acquire' | 'release' | 'namespace'>,
