@@ -2,24 +2,22 @@
 // the resource (by name and UID) and the operation, is stamped by admission with who made it, and is settled here in
 // that name. The open acknowledgments of a resource are worked off oldest first: the one naming the run the resource
 // waits on settles it, through the family's own write; any other is marked Stale. A family supplies only what differs
-// (its kind, the field naming the resource, the run it waits on, and the write that settles it).
+// (its kind, the run it waits on, and the write that settles it).
+import type { PtahMigrationRunAcknowledgment } from '../shared/api/migration-kinds.js';
+import type { PtahSchemaRunAcknowledgment } from '../shared/api/schema-kinds.js';
 import type { Identity, ObjectRef } from '../shared/api/shapes.js';
 import { API_VERSION } from '../shared/api/names.js';
-import type { KubeObject } from '../shared/kube-client.js';
 import { withCondition } from './conditions.js';
 import { endPass, type OwnerPass, type OwnerResource, type PassEnd } from './pass.js';
 
-/** What both families' acknowledgment kinds hold (acknowledgment-kind.ts), with the resource under `refField`. */
-export interface RunAcknowledgment extends KubeObject {
-  metadata: KubeObject['metadata'] & { name?: string; uid?: string; namespace?: string; generation?: number; creationTimestamp?: unknown };
-  spec: Record<string, unknown> & { operationID: string; acknowledgedBy?: Identity; acknowledgedAt?: string; mutationRequestUID?: string };
-  status?: { observedGeneration?: number; conditions?: Parameters<typeof withCondition>[0] };
-}
+/** Either family's acknowledgment kind (acknowledgment-kind.ts defines both alike). */
+export type RunAcknowledgment = PtahMigrationRunAcknowledgment | PtahSchemaRunAcknowledgment;
+
+/** The resource an acknowledgment names: its kind's own field (migrationRef, schemaRef). */
+const resourceRefOf = (ack: RunAcknowledgment): ObjectRef | undefined => ('schemaRef' in ack.spec ? ack.spec.schemaRef : ack.spec.migrationRef);
 
 export interface AcknowledgmentFamily {
-  kind: string;
-  /** The spec field naming the resource (migrationRef, schemaRef). */
-  refField: string;
+  kind: RunAcknowledgment['kind'];
   /** The operation the resource waits on a person for, if any. */
   waitingOn: string | undefined;
   /** The acknowledgment the resource's last settlement names (its UID), so a pass that stopped before marking it ends the job. */
@@ -36,9 +34,9 @@ const settled = (ack: RunAcknowledgment): boolean =>
 const stamped = (ack: RunAcknowledgment): boolean => Boolean(ack.spec.acknowledgedBy?.username && ack.spec.acknowledgedAt && ack.spec.mutationRequestUID);
 
 /** An acknowledgment of this resource (by name and UID) that is neither Consumed nor Stale. */
-function openFor(pass: OwnerPass<OwnerResource>, family: AcknowledgmentFamily) {
+function openFor(pass: OwnerPass<OwnerResource>) {
   return (ack: RunAcknowledgment): boolean => {
-    const ref = ack.spec[family.refField] as Partial<ObjectRef> | undefined;
+    const ref = resourceRefOf(ack);
     return ack.metadata.namespace === pass.namespace && ref?.name === pass.name && ref.uid === pass.uid && !settled(ack);
   };
 }
@@ -56,10 +54,10 @@ async function mark(pass: OwnerPass<OwnerResource>, ack: RunAcknowledgment, type
 export async function settleByAcknowledgment(pass: OwnerPass<OwnerResource>, family: AcknowledgmentFamily): Promise<PassEnd | undefined> {
   // The cache only says whether to look: an open acknowledgment it does not hold yet wakes this key once it does.
   const cached = pass.deps.cached?.(API_VERSION, family.kind) as RunAcknowledgment[] | undefined;
-  if (cached && !cached.some(openFor(pass, family))) return undefined;
+  if (cached && !cached.some(openFor(pass))) return undefined;
   const all = await pass.deps.client.list<RunAcknowledgment>(API_VERSION, family.kind, pass.namespace);
   const ack = all
-    .filter(openFor(pass, family))
+    .filter(openFor(pass))
     .sort((a, b) => String(a.metadata.creationTimestamp ?? '').localeCompare(String(b.metadata.creationTimestamp ?? '')) || (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))[0];
   if (!ack) return undefined;
   const what = `acknowledgment ${ack.metadata.name}`;

@@ -11,7 +11,6 @@ export function settleUnresolvedRunByAcknowledgment(pass: MigrationPass): Promis
   const { unresolvedRun, resolvedRun } = pass.status;
   return settleByAcknowledgment(pass, {
     kind: KINDS.PtahMigrationRunAcknowledgment.kind,
-    refField: 'migrationRef',
     waitingOn: unresolvedRun?.operationID,
     settledWith: resolvedRun?.acknowledgmentRef?.uid,
     settledEvent: 'UnresolvedRunAcknowledged',

@@ -12,7 +12,6 @@ export function settleProofByAcknowledgment(pass: SchemaPass): Promise<PassEnd |
   const pending = pass.status.pendingObservation;
   return settleByAcknowledgment(pass, {
     kind: KINDS.PtahSchemaRunAcknowledgment.kind,
-    refField: 'schemaRef',
     waitingOn: pending?.applyOperationID,
     settledWith: pass.status.resolvedProof?.acknowledgmentRef.uid,
     settledEvent: 'ProofAcknowledged',
