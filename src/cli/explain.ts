@@ -76,6 +76,10 @@ export function obligationsOf(resource: PtahResource): string[] {
     const when = p.observeAfter ? `, no proof before ${p.observeAfter}` : '';
     out.push(`A pending observation (status.pendingObservation): Apply ${p.applyOperationID} (Job ${p.applyJobName}) ended ${p.outcome}; a fresh reading of the same database under its Lease owes the proof${p.planRequired ? ', and the raw reading is done so the Plan that settles it is owed' : ''}${when}; nothing is planned or run while it stands.`);
   }
+  if (resource.kind === 'PtahMigration' && resource.status?.refusedReading) {
+    const r = resource.status.refusedReading;
+    out.push(`A refused artifact (status.refusedReading): a History reading refused artifact ${r.artifactDigest} as generation ${r.generation} reads it (${r.code}: ${r.message}); it is not read again until the artifact, the spec or the execution binding changes.`);
+  }
   if (resource.kind === 'PtahMigration' && resource.status?.unresolvedRun) {
     const u = resource.status.unresolvedRun;
     out.push(`An unresolved run (status.unresolvedRun): Apply ${u.operationID}${u.jobName ? ` (Job ${u.jobName})` : ''} ended ${u.outcome}; nobody established what it did, so nothing is planned or run while it stands.`);

@@ -157,3 +157,16 @@ export interface MigrationRunReport extends PhysicalIdentityFields {
 }
 
 export type ExecutorReport = ObserveReport | PlanReport | ApplyReport | MigrationHistoryReport | MigrationRunReport;
+
+/**
+ * The executor's refusals of a migration artifact's own files as the spec reads them (misnamed files, a version used
+ * twice, another tool's markers, statements a file's transaction rules cannot run): the same artifact, spec and
+ * executor always get them again.
+ */
+export const MIGRATION_ARTIFACT_REFUSALS = {
+  invalidFile: 'migration_invalid',
+  misnamed: 'invalid_migration_name',
+  duplicateVersion: 'duplicate_migration_version',
+} as const;
+
+export const isMigrationArtifactRefusal = (code: string): boolean => (Object.values(MIGRATION_ARTIFACT_REFUSALS) as string[]).includes(code);

@@ -3,6 +3,8 @@
 // down section, and builds what psql builds from the up SQL (migration-format-fixtures.ts).
 import t from 'tap';
 import type { V1ConfigMap } from '@kubernetes/client-node';
+import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
+import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { MigrationFormat } from '../../src/shared/migration-format.js';
 import { catalogFacts } from './executor-helpers.js';
 import { LAYOUTS, STEPS, recorded, witness } from './migration-format-fixtures.js';
@@ -38,19 +40,39 @@ for (const format of ['goose', 'dbmate', 'flyway'] as const satisfies readonly M
   });
 }
 
-t.test('a directory read in the format the resource does not declare is refused, and nothing runs', async (t) => {
+t.test('a directory read in the format the resource does not declare is refused once, Blocked until the spec changes, and nothing runs', async (t) => {
   const w = await migrationWorld(t);
   await w.startController();
   const db = await w.database('fmt_undeclared');
   const secret = await w.installSample(db);
   await installFormatsPolicy(w);
   await w.artifact('orders-goose', LAYOUTS.goose(STEPS));
-  await w.createMigration({ name: 'orders', artifact: 'orders-goose', secret, apply: 'Always', verificationPolicy: POLICY });
+  // The shortest retry interval: a refusal that were retried would show several readings within the window below.
+  await w.createMigration({ name: 'orders', artifact: 'orders-goose', secret, apply: 'Always', verificationPolicy: POLICY, failureRetryInterval: '5s' });
   const refused = await w.waitFor('orders', 'the reading refused', (m) => {
     const ready = m.status?.conditions?.find((c) => c.type === 'Ready');
-    return ready?.message?.includes('00001_users.sql') ? ready : undefined;
+    return ready?.message?.includes('00001_users.sql') ? m : undefined;
   });
-  t.match(refused.message, /not named <version>_<name>\.up\.sql.*spec\.artifact\.format/, 'the message names the files and the field that would read them');
+  const ready = refused.status?.conditions?.find((c) => c.type === 'Ready');
+  t.match(ready?.message, /not named <version>_<name>\.up\.sql.*spec\.artifact\.format/, 'the message names the files and the field that would read them');
+  t.equal(refused.status?.phase, 'Blocked', 'the refusal is reported Blocked, not as a reading in progress');
+  t.equal(ready?.reason, 'ArtifactRefused', 'with the reason');
+  t.equal(refused.status?.refusedReading?.code, 'invalid_migration_name', 'status records what refused the artifact');
+  t.equal(refused.status?.refusedReading?.artifactDigest, refused.status?.artifact?.digest, 'and which artifact');
+
+  // Three retry intervals later: no second reading, still Blocked.
+  await new Promise((resolve) => setTimeout(resolve, 16_000));
+  const later = await w.admin.get<PtahMigration>({ apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: w.ns, name: 'orders' });
+  t.equal(jobsOf(w, 'history', 'orders').length, 1, 'the same artifact under the same spec is read once, not every retry interval');
+  t.equal(later.status?.phase, 'Blocked', 'and stays Blocked');
+  t.notOk(later.status?.activeOperation, 'with no reading claimed');
   t.equal(jobsOf(w, 'apply').length, 0, 'no Apply Job');
   t.same(await w.history(db), [], 'nothing was recorded');
+
+  // Declaring the format the directory is in is a spec change: read again, and it converges.
+  await w.admin.patch({ apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: w.ns, name: 'orders' }, { spec: { artifact: { format: 'goose' } } }, 'merge');
+  const done = await w.waitFor('orders', 'applied and in sync once the format is declared', (m) =>
+    (m.status?.phase === 'InSync' && m.status.lastRun?.outcome === 'Applied' ? m : undefined));
+  t.notOk(done.status?.refusedReading, 'the refusal record is gone with the reading that succeeded');
+  t.same((await w.history(db)).map((r) => BigInt(r.version).toString()), STEPS.map((s) => recorded('goose', s)), 'each file once');
 });

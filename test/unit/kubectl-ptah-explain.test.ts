@@ -162,3 +162,14 @@ t.test('targets and kinds; usage errors exit 2 before any kubeconfig is read', a
   t.match(err.join('\n'), 'unknown command "bogus"');
   t.equal(await run(['--help'], { out: (l) => void err.push(l), err: () => undefined }), 0);
 });
+
+t.test('a refused artifact is an obligation explain names, with what to change', async (t) => {
+  const refusedReading = { artifactDigest: d('9'), generation: 1, executionBindingID: EPOCH, code: 'migration_invalid', message: 'migration 00001_users.sql is not named <version>_<name>.up.sql', refusedAt: '2026-12-01T11:50:00Z' };
+  const m = migration({ phase: 'Blocked', conditions: [ready('False', 'ArtifactRefused')], refusedReading });
+  const owes = obligationsOf(m);
+  t.equal(owes.length, 1, 'one obligation');
+  t.match(owes[0], /^A refused artifact \(status\.refusedReading\): a History reading refused artifact sha256:9{64} as generation 1 reads it \(migration_invalid: migration 00001_users\.sql/);
+  t.match(owes[0], /not read again until the artifact, the spec or the execution binding changes/);
+  t.equal(nextPass(m, NOW), 'stays Blocked (ArtifactRefused) until the spec or what it names changes');
+  t.same(obligationsOf(migration({ phase: 'Blocked', conditions: [ready('False', 'ApplyDisabled')] })), [], 'a Blocked migration without the record owes nothing of the kind');
+});

@@ -6,7 +6,7 @@ import type { V1Job } from '@kubernetes/client-node';
 import type { LastRunOutcome, MigrationHistoryStatus, PtahMigrationPlan, PtahMigrationStatus } from '../../shared/api/migration-kinds.js';
 import { parseDuration } from '../../shared/api/duration.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
-import type { MigrationHistory, MigrationRunOutcome } from '../../shared/executor-report.js';
+import { isMigrationArtifactRefusal, type MigrationHistory, type MigrationRunOutcome } from '../../shared/executor-report.js';
 import { RUNNER_ERROR, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
 import type { RunnerOperation } from '../../shared/runner-env.js';
 import { retryMigrationReading } from './claim.js';
@@ -223,6 +223,7 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
   if (read.kind === 'wait') return endPass(read.why, read.ms);
   if (read.kind !== 'frame') return retryMigrationReading(pass, read.kind === 'none' ? read.why : 'the reading left no frame');
   const { result } = read;
+  if (result.error && isMigrationArtifactRefusal(result.error.code)) return recordRefusedArtifact(pass, claim, job, result.error);
   if (result.error || !result.migrationHistory || !result.targetIdentityDigest) {
     const why = result.error ? `${result.error.code}: ${result.error.message}` : 'the frame carries no history';
     pass.event('Warning', 'HistoryReadFailed', `History attempt ${claim.attempt} failed: ${why}`);
@@ -267,6 +268,7 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
       status.observedGeneration = pass.generation;
       status.plan = planRef;
       status.nextReconciliationTime = new Date(Date.parse(observedAt) + parseDuration(pass.m.spec.interval)).toISOString();
+      status.refusedReading = undefined;
       if (settles) {
         status.unresolvedRun = undefined;
         status.resolvedRun = { operationID: unresolved!.operationID, outcome: unresolved!.outcome, resolution: 'ResolvedByHistoryRead', resolvedAt: observedAt };
@@ -278,4 +280,28 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
     pass.event('Normal', 'UnresolvedRunResolved', `a History reading of the same database finds nothing pending; unresolved operation ${unresolved!.operationID} is settled`);
   }
   return endPass('history read');
+}
+
+/**
+ * The reading refused the artifact's own files as this spec reads them (their names, markers, directives): the same
+ * artifact, spec and executor get the same answer, so the refusal is recorded and reported Blocked, and nothing is
+ * read again until one of them changes (reconcileIdleMigration), where retrying would only run the same Job again.
+ */
+async function recordRefusedArtifact(pass: MigrationPass, claim: ActiveOperation, job: V1Job, refusal: { code: string; message: string }): Promise<PassEnd> {
+  const message = refusal.message.slice(0, MAX_MESSAGE);
+  const artifactDigest = claim.artifact?.digest;
+  if (!artifactDigest) return retryMigrationReading(pass, `the artifact was refused, but the reading pins no artifact: ${message}`);
+  await retireMigrationClaim(pass, {
+    disposition: 'accounted',
+    why: 'ArtifactRefused',
+    job,
+    record: (status) => {
+      status.refusedReading = {
+        artifactDigest, generation: pass.generation, executionBindingID: claim.executionBindingID, code: refusal.code, message, refusedAt: pass.nowIso(),
+      };
+    },
+    report: { phase: 'Blocked', reason: 'ArtifactRefused', message },
+  });
+  pass.event('Warning', 'ArtifactRefused', `History attempt ${claim.attempt} refused artifact ${artifactDigest}; it is not read again until the artifact or the spec changes: ${message}`);
+  return endPass('artifact refused by the reading');
 }

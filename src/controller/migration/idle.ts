@@ -1,8 +1,9 @@
 // No claim in flight: settle acknowledgments (even while suspended), then the idle preamble both families share
 // (src/controller/idle.ts: binding, generation, suspension, engine, realm), resolve and verify the artifact, take a
-// History reading when there is no fresh one, and from a fresh reading with a current plan claim the Apply the policy
+// History reading when there is no fresh one (and none refused this artifact under this spec), and from a fresh reading with a current plan claim the Apply the policy
 // allows. An unresolved run stops everything but readings and acknowledgments.
 import { parseDuration } from '../../shared/api/duration.js';
+import type { RefusedReading } from '../../shared/api/migration-kinds.js';
 import { settleUnresolvedRunByAcknowledgment } from './acknowledgment.js';
 import { findMigrationApproval } from './approval.js';
 import { resolveArtifact, samePin } from '../artifact.js';
@@ -23,6 +24,12 @@ function until(pass: MigrationPass, at: string | undefined, fallbackMs: number):
 async function report(pass: MigrationPass, r: Report, why: string, requeueAfterMs: number): Promise<PassEnd> {
   await publishReport(pass, r);
   return endPass(why, requeueAfterMs);
+}
+
+/** A reading refused this very artifact, under this spec and this execution binding: another would say the same. */
+function refusalStands(pass: MigrationPass, refused: RefusedReading): boolean {
+  return refused.artifactDigest === pass.status.artifact?.digest && refused.generation === pass.generation &&
+    refused.executionBindingID === pass.status.executionBinding?.epoch;
 }
 
 /** A fresh reading exists: one was taken, and nothing since made it due again (time, a spec or binding change, a run). */
@@ -62,12 +69,16 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
     // A new artifact or policy: the reading and the plan were of the old one.
     const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'True', 'Verified',
       `${artifact.pin.configMapName} (${artifact.pin.digest}) meets the verification policy`);
-    await writeMigrationStatus(pass, { ...status, artifact: artifact.pin, plan: undefined, nextReconciliationTime: pass.nowIso() },
+    await writeMigrationStatus(pass, { ...status, artifact: artifact.pin, plan: undefined, refusedReading: undefined, nextReconciliationTime: pass.nowIso() },
       { phase: 'Pending', reason: 'ArtifactResolved', message: `artifact ${artifact.pin.configMapName} pinned at ${artifact.pin.digest}` });
     pass.event('Normal', 'ArtifactResolved', `artifact ${artifact.pin.configMapName} (uid ${artifact.pin.configMapUID}) pinned at ${artifact.pin.digest}`);
     return endPass('artifact pinned');
   }
 
+  const refused = pass.status.refusedReading;
+  if (refused && refusalStands(pass, refused)) {
+    return report(pass, { phase: 'Blocked', reason: 'ArtifactRefused', message: refused.message }, 'the artifact is refused', intervalMs);
+  }
   if (!readingIsFresh(pass)) return claimMigrationHistory(pass);
   const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);
   const unresolved = pass.status.unresolvedRun;

@@ -7,6 +7,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256Digest } from '../../shared/canonical.js';
 import { DEFAULT_MIGRATION_FORMAT, type MigrationFormat } from '../../shared/migration-format.js';
+import { MIGRATION_ARTIFACT_REFUSALS } from '../../shared/executor-report.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { isTransactionControl, nonTransactionalCommand, splitSqlStatements, type SplitOptions, type SqlStatement } from '../sql-split.js';
 import { readerFor } from './formats/index.js';
@@ -102,7 +103,7 @@ function refuseNamingProblems(reader: FormatReader, misnamed: readonly string[],
       `against the version order: ${listed(inversions)}`] : []),
   ];
   if (problems.length === 0) return;
-  throw new ExecutorFailure(misnamed.length > 0 || inversions.length > 0 ? 'invalid_migration_name' : 'duplicate_migration_version',
+  throw new ExecutorFailure(misnamed.length > 0 || inversions.length > 0 ? MIGRATION_ARTIFACT_REFUSALS.misnamed : MIGRATION_ARTIFACT_REFUSALS.duplicateVersion,
     `${problems.join('; ')}. ${reader.namingRule}`);
 }
 
@@ -148,16 +149,16 @@ function assertNoForeignMarkers(source: MigrationSource): void {
   if (!marker) return;
   const where = `migration ${source.fileName} line ${marker.line}: "${marker.text}"`;
   if (marker.tool === 'ptah') {
-    throw new ExecutorFailure('migration_invalid', `${where} is the ptah format's directive, and this directory is read as ` +
+    throw new ExecutorFailure(MIGRATION_ARTIFACT_REFUSALS.invalidFile, `${where} is the ptah format's directive, and this directory is read as ` +
       `${source.format} (spec.artifact.format), which does not read it: remove it (${source.format} files say how they run in their own way)`);
   }
   if (source.format === 'ptah') {
-    throw new ExecutorFailure('migration_invalid',
+    throw new ExecutorFailure(MIGRATION_ARTIFACT_REFUSALS.invalidFile,
       `${where} is a ${marker.tool} marker; the ptah format runs a file whole and does not read ${marker.tool}'s sections, so its down ` +
       `section would run too. Declare spec.artifact.format: ${marker.tool} to read the directory as ${marker.tool} does, or keep only the ` +
       `up SQL in the .up.sql file (down SQL may go to ${source.version}_${source.name}.down.sql, which is ignored) and remove the markers`);
   }
-  throw new ExecutorFailure('migration_invalid',
+  throw new ExecutorFailure(MIGRATION_ARTIFACT_REFUSALS.invalidFile,
     `${where} is a ${marker.tool} marker, and this directory is read as ${source.format} (spec.artifact.format), which does not read ` +
     `it, so a ${marker.tool} down section would run too: declare the format the files are written in, or remove the marker`);
 }
@@ -166,7 +167,7 @@ function assertNoForeignMarkers(source: MigrationSource): void {
 export function assertNoTransactionControl(source: MigrationSource, statements: readonly SqlStatement[] = splitSqlStatements(source.sql)): void {
   const offending = statements.find(isTransactionControl);
   if (offending) {
-    throw new ExecutorFailure('migration_invalid',
+    throw new ExecutorFailure(MIGRATION_ARTIFACT_REFUSALS.invalidFile,
       `migration ${source.fileName} line ${offending.line}: ${offending.leadingWords.join(' ')} is not allowed; the executor runs each ` +
       'file in its own transaction (or, where the file says so in its format, each statement on its own): remove it');
   }
@@ -178,7 +179,7 @@ function assertRunsInItsTransaction(source: MigrationSource, statements: readonl
   for (const statement of statements) {
     const command = nonTransactionalCommand(statement);
     if (command) {
-      throw new ExecutorFailure('migration_invalid',
+      throw new ExecutorFailure(MIGRATION_ARTIFACT_REFUSALS.invalidFile,
         `migration ${source.fileName} line ${statement.line}: ${command} cannot run inside a transaction block, and this file runs in ` +
         `one; ${source.transactionAdvice}`);
     }

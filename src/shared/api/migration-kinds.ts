@@ -4,7 +4,7 @@ import { DEFAULT_MIGRATION_FORMAT, MIGRATION_FORMATS } from '../migration-format
 import { acknowledgmentKind } from './acknowledgment-kind.js';
 import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
-import { conditionReason, conditionStatus, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
+import { conditionReason, defineKind, NAME_AT_MOST_63, type ResourceOf } from './kind.js';
 import { array, boolean, integer, object, oneOf, optional, string, withDefault, type Input, type Static } from './schema.js';
 import {
   ARTIFACT_SOURCE_DESCRIPTION,
@@ -155,6 +155,22 @@ export const resolvedRun = object(
 );
 export type ResolvedRun = Static<typeof resolvedRun>;
 
+export const refusedReading = object(
+  {
+    artifactDigest: sha256('The artifact the reading refused.'),
+    generation: integer({ minimum: 0, format: 'int64', description: 'The spec it was read under (its format among it).' }),
+    executionBindingID: bindingEpoch(),
+    code: string({ minLength: 1, maxLength: 64, description: 'The executor’s refusal code.' }),
+    message: string({ maxLength: 1024, description: 'What is wrong with the artifact and what to change; never SQL or row data.' }),
+    refusedAt: timestamp(),
+  },
+  {
+    description: 'A History reading refused the artifact itself (its files as this spec reads them). Reading it again cannot change the answer, '
+      + 'so nothing is read again until the artifact, the spec or the execution binding changes.',
+  },
+);
+export type RefusedReading = Static<typeof refusedReading>;
+
 export const ptahMigrationStatus = object({
   observedGeneration: optional(integer({ minimum: 0, format: 'int64' })),
   phase: optional(oneOf(MIGRATION_PHASES, { description: 'A summary; decisions read conditions.' })),
@@ -163,6 +179,7 @@ export const ptahMigrationStatus = object({
   executionBinding: optional(executionBinding),
   activeOperation: optional(activeOperation),
   history: optional(migrationHistoryStatus),
+  refusedReading: optional(refusedReading),
   plan: optional(objectRef),
   lastRun: optional(lastRun),
   unresolvedRun: optional(unresolvedRun),

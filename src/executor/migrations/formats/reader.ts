@@ -2,6 +2,7 @@
 // for each file, the up SQL the executor runs and whether it runs in a transaction. The up SQL keeps the file's
 // line numbers (lines outside the up section are blanked), so every message and server error names file lines.
 import type { MigrationFormat } from '../../../shared/migration-format.js';
+import { MIGRATION_ARTIFACT_REFUSALS } from '../../../shared/executor-report.js';
 import { ExecutorFailure } from '../../failure.js';
 import { nonTransactionalCommand, splitSqlStatements } from '../../sql-split.js';
 
@@ -29,7 +30,7 @@ export interface FormatReader {
   /** Appended to every naming refusal: how this format names a migration. */
   namingRule: string;
   entry(fileName: string): DirectoryEntry;
-  /** Throws `migration_invalid` naming the file and line when the file is not a well-formed file of the format. */
+  /** Throws MIGRATION_ARTIFACT_REFUSALS.invalidFile naming the file and line when the file is not a well-formed file of the format. */
   upSection(fileName: string, text: string): UpSection;
   /** Markers of other tools this format does not read: a file carrying one is refused. */
   foreignTools: readonly MarkerTool[];
@@ -38,7 +39,7 @@ export interface FormatReader {
 }
 
 export function fileProblem(fileName: string, line: number, message: string): ExecutorFailure {
-  return new ExecutorFailure('migration_invalid', `migration ${fileName} line ${line}: ${message}`);
+  return new ExecutorFailure(MIGRATION_ARTIFACT_REFUSALS.invalidFile, `migration ${fileName} line ${line}: ${message}`);
 }
 
 /** The text with only lines [from, to) (0-based) kept; the others are emptied, their line breaks kept. */
