@@ -169,4 +169,17 @@ export const MIGRATION_ARTIFACT_REFUSALS = {
   duplicateVersion: 'duplicate_migration_version',
 } as const;
 
-export const isMigrationArtifactRefusal = (code: string): boolean => (Object.values(MIGRATION_ARTIFACT_REFUSALS) as string[]).includes(code);
+/**
+ * The executor's refusals of what a schema reading is given that no quick retry mends: a desired schema that does not
+ * build, objects outside the supported set (in the desired schema or the target), a difference only the catalog sees.
+ * Each needs a person: a new desired schema, or a role, an extension or an object changed on the server.
+ */
+export const SCHEMA_READING_REFUSALS = {
+  desiredInvalid: 'desired_schema_invalid',
+  unsupported: 'unsupported_object',
+  unmodelled: 'unmodelled_difference',
+} as const;
+
+const oneOf = (codes: Record<string, string>) => (code: string): boolean => Object.values(codes).includes(code);
+export const isMigrationArtifactRefusal = oneOf(MIGRATION_ARTIFACT_REFUSALS);
+export const isSchemaReadingRefusal = oneOf(SCHEMA_READING_REFUSALS);

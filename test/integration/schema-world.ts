@@ -44,6 +44,7 @@ export interface CreateSchema {
   realm?: { name: string; shared?: boolean };
   activeDeadlineSeconds?: number;
   lockTimeout?: string;
+  failureRetryInterval?: string;
   suspend?: boolean;
 }
 
@@ -176,6 +177,7 @@ export async function schemaWorld(t: Test, options: WorldOptions = {}): Promise<
       if (options.realm) sample.spec.target = realmTarget(sample.spec.target, options.realm);
       if (options.activeDeadlineSeconds) sample.spec.execution = { ...sample.spec.execution, activeDeadlineSeconds: options.activeDeadlineSeconds };
       if (options.lockTimeout) sample.spec.policy.lockTimeout = options.lockTimeout;
+      if (options.failureRetryInterval) sample.spec.execution = { ...sample.spec.execution, failureRetryInterval: options.failureRetryInterval };
       if (options.suspend) sample.spec.suspend = true;
       return admin.create(sample);
     },

@@ -9,6 +9,7 @@ import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { isMigrationArtifactRefusal, type MigrationHistory, type MigrationRunOutcome } from '../../shared/executor-report.js';
 import { RUNNER_ERROR, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
 import type { RunnerOperation } from '../../shared/runner-env.js';
+import { refusalMessage, refusedReadingOf } from '../refused-reading.js';
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { readOperationFrame, type FrameRead } from '../evidence.js';
@@ -288,20 +289,17 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
  * read again until one of them changes (reconcileIdleMigration), where retrying would only run the same Job again.
  */
 async function recordRefusedArtifact(pass: MigrationPass, claim: ActiveOperation, job: V1Job, refusal: { code: string; message: string }): Promise<PassEnd> {
-  const message = refusal.message.slice(0, MAX_MESSAGE);
-  const artifactDigest = claim.artifact?.digest;
-  if (!artifactDigest) return retryMigrationReading(pass, `the artifact was refused, but the reading pins no artifact: ${message}`);
+  const refused = refusedReadingOf(pass, claim, refusal);
+  if (!refused) return retryMigrationReading(pass, `the artifact was refused, but the reading pins no artifact: ${refusal.message}`);
   await retireMigrationClaim(pass, {
     disposition: 'accounted',
     why: 'ArtifactRefused',
     job,
     record: (status) => {
-      status.refusedReading = {
-        artifactDigest, generation: pass.generation, executionBindingID: claim.executionBindingID, code: refusal.code, message, refusedAt: pass.nowIso(),
-      };
+      status.refusedReading = refused;
     },
-    report: { phase: 'Blocked', reason: 'ArtifactRefused', message },
+    report: { phase: 'Blocked', reason: 'ArtifactRefused', message: refusalMessage(refused) },
   });
-  pass.event('Warning', 'ArtifactRefused', `History attempt ${claim.attempt} refused artifact ${artifactDigest}; it is not read again until the artifact or the spec changes: ${message}`);
+  pass.event('Warning', 'ArtifactRefused', `History attempt ${claim.attempt} refused artifact ${refused.artifactDigest}; it is not read again until the artifact or the spec changes: ${refused.message}`);
   return endPass('artifact refused by the reading');
 }

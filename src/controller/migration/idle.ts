@@ -1,9 +1,9 @@
 // No claim in flight: settle acknowledgments (even while suspended), then the idle preamble both families share
 // (src/controller/idle.ts: binding, generation, suspension, engine, realm), resolve and verify the artifact, take a
-// History reading when there is no fresh one (and none refused this artifact under this spec), and from a fresh reading with a current plan claim the Apply the policy
-// allows. An unresolved run stops everything but readings and acknowledgments.
+// History reading when there is no fresh one (and none refused this artifact under this spec), and from a fresh
+// reading with a current plan claim the Apply the policy allows. An unresolved run stops everything but readings and
+// acknowledgments.
 import { parseDuration } from '../../shared/api/duration.js';
-import type { RefusedReading } from '../../shared/api/migration-kinds.js';
 import { settleUnresolvedRunByAcknowledgment } from './acknowledgment.js';
 import { findMigrationApproval } from './approval.js';
 import { resolveArtifact, samePin } from '../artifact.js';
@@ -11,6 +11,7 @@ import { claimMigrationApply, claimMigrationHistory } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { currentMigrationPlan } from './plan.js';
 import { idlePreamble } from '../idle.js';
+import { refusalMessage, refusalStands } from '../refused-reading.js';
 import { holdForRealm, realmCensus } from '../realm-census.js';
 import { publishReport, statusWithCondition, writeMigrationStatus, type Report } from './status.js';
 import { unresolvedMessage } from './unresolved.js';
@@ -24,12 +25,6 @@ function until(pass: MigrationPass, at: string | undefined, fallbackMs: number):
 async function report(pass: MigrationPass, r: Report, why: string, requeueAfterMs: number): Promise<PassEnd> {
   await publishReport(pass, r);
   return endPass(why, requeueAfterMs);
-}
-
-/** A reading refused this very artifact, under this spec and this execution binding: another would say the same. */
-function refusalStands(pass: MigrationPass, refused: RefusedReading): boolean {
-  return refused.artifactDigest === pass.status.artifact?.digest && refused.generation === pass.generation &&
-    refused.executionBindingID === pass.status.executionBinding?.epoch;
 }
 
 /** A fresh reading exists: one was taken, and nothing since made it due again (time, a spec or binding change, a run). */
@@ -75,9 +70,10 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
     return endPass('artifact pinned');
   }
 
+  // A refused artifact is read again only once the artifact, the spec or the binding changed (refused-reading.ts).
   const refused = pass.status.refusedReading;
-  if (refused && refusalStands(pass, refused)) {
-    return report(pass, { phase: 'Blocked', reason: 'ArtifactRefused', message: refused.message }, 'the artifact is refused', intervalMs);
+  if (refusalStands(refused, { artifactDigest: pass.status.artifact?.digest, generation: pass.generation, executionBindingID: pass.status.executionBinding?.epoch })) {
+    return report(pass, { phase: 'Blocked', reason: 'ArtifactRefused', message: refusalMessage(refused) }, 'the artifact is refused', intervalMs);
   }
   if (!readingIsFresh(pass)) return claimMigrationHistory(pass);
   const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);

@@ -7,8 +7,10 @@ import { parseDuration } from '../../shared/api/duration.js';
 import type { PendingObservation, PtahSchemaStatus, SchemaTargetStatus } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { ApiError } from '../../shared/kube-client.js';
+import { isSchemaReadingRefusal } from '../../shared/executor-report.js';
 import type { RunnerResult } from '../../shared/runner-protocol.js';
 import { readOperationFrame } from '../evidence.js';
+import { refusalMessage, refusedReadingOf } from '../refused-reading.js';
 import { markSchemaPlanApprovalsStale } from './approval.js';
 import { retrySchemaReading } from './claim.js';
 import { endPass, servesProof, type PassEnd, type SchemaPass } from './context.js';
@@ -27,6 +29,37 @@ const errorOf = (result: { error?: { code: string; message: string } }): string 
 
 function nextReading(pass: SchemaPass, from: string): string {
   return new Date(Date.parse(from) + parseDuration(pass.s.spec.interval)).toISOString();
+}
+
+/**
+ * An ordinary reading refused what it was given in a way no quick retry mends (SCHEMA_READING_REFUSALS). A proof's
+ * reading is retried as ever: the proof must finish, or a person ends it.
+ */
+function refusedForGood(pass: SchemaPass, claim: ActiveOperation, result: RunnerResult): result is RunnerResult & { error: { code: string; message: string } } {
+  return result.error !== undefined && isSchemaReadingRefusal(result.error.code) && !servesProof(pass, claim);
+}
+
+/**
+ * Records the refusal and reports Blocked; the database is read again at spec.interval (a person may add the role or
+ * extension a desired schema lacks, or drop an unsupported object), or at once when the artifact, the spec or the
+ * binding changes, instead of a scratch database built every retry interval.
+ */
+async function recordRefusedReading(pass: SchemaPass, claim: ActiveOperation, job: V1Job, refusal: { code: string; message: string }): Promise<PassEnd> {
+  const refused = refusedReadingOf(pass, claim, refusal);
+  if (!refused) return retrySchemaReading(pass, `the reading was refused, but it pins no artifact: ${refusal.message}`);
+  const next = nextReading(pass, refused.refusedAt);
+  await retireSchemaClaim(pass, {
+    disposition: 'accounted',
+    why: 'ReadingRefused',
+    job,
+    record: (status) => {
+      status.refusedReading = refused;
+      status.nextReconciliationTime = next;
+    },
+    report: { phase: 'Blocked', reason: 'ReadingRefused', message: refusalMessage(refused) },
+  });
+  pass.event('Warning', 'ReadingRefused', `${claim.type} attempt ${claim.attempt} was refused (${refused.code}); the database is read again at ${next}, or when the desired schema or the spec changes`);
+  return endPass('reading refused');
 }
 
 /** Harvests a terminal Apply Job whose claim's inputs still hold: every outcome leaves the proof it owes. */
@@ -95,6 +128,7 @@ export async function harvestSchemaObserve(pass: SchemaPass, claim: ActiveOperat
   if (read.kind === 'wait') return endPass(read.why, read.ms);
   if (read.kind !== 'frame') return retrySchemaReading(pass, read.why);
   const { result } = read;
+  if (refusedForGood(pass, claim, result)) return recordRefusedReading(pass, claim, job, result.error);
   const error = errorOf(result);
   if (error || !result.targetIdentityDigest) return retrySchemaReading(pass, `the observation failed: ${error ?? 'it reports no database'}`);
   const proving = servesProof(pass, claim);
@@ -128,6 +162,7 @@ export async function harvestSchemaObserve(pass: SchemaPass, claim: ActiveOperat
       status.target = target;
       status.observedGeneration = pass.generation;
       status.nextReconciliationTime = nextReading(pass, observedAt);
+      status.refusedReading = undefined;
     },
     report: target.drift
       ? { phase: 'Planning', reason: 'DriftDetected', message: `the database differs from the desired schema (${findings || 'changes'}); a plan is computed` }
@@ -148,6 +183,7 @@ export async function harvestSchemaPlan(pass: SchemaPass, claim: ActiveOperation
   if (read.kind === 'wait') return endPass(read.why, read.ms);
   if (read.kind !== 'frame') return retrySchemaReading(pass, read.why);
   const { result } = read;
+  if (refusedForGood(pass, claim, result)) return recordRefusedReading(pass, claim, job, result.error);
   const error = errorOf(result);
   if (error || !result.targetIdentityDigest || !result.planOutcome) return retrySchemaReading(pass, `the plan could not be computed: ${error ?? 'the frame carries no plan outcome'}`);
   const proving = servesProof(pass, claim);

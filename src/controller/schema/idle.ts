@@ -13,6 +13,7 @@ import { claimSchemaApply, claimSchemaReading } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { currentSchemaPlan } from './plan.js';
 import { idlePreamble } from '../idle.js';
+import { refusalMessage, refusalStands } from '../refused-reading.js';
 import { holdForRealm, realmCensus } from '../realm-census.js';
 import { planPolicy } from './policy.js';
 import { publishSchemaReport, writeSchemaStatus, type Report } from './status.js';
@@ -65,13 +66,20 @@ export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
     // A new desired schema or policy: the reading and the plan were of the old one.
     const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'True', 'Verified', `${artifact.pin.configMapName} (${artifact.pin.digest}) meets the verification policy`);
     const previous = pass.status.plan;
-    await writeSchemaStatus(pass, { ...status, artifact: artifact.pin, plan: undefined, nextReconciliationTime: pass.nowIso() },
+    await writeSchemaStatus(pass, { ...status, artifact: artifact.pin, plan: undefined, refusedReading: undefined, nextReconciliationTime: pass.nowIso() },
       { phase: 'Pending', reason: 'ArtifactResolved', message: `desired schema ${artifact.pin.configMapName} pinned at ${artifact.pin.digest}` });
     pass.event('Normal', 'ArtifactResolved', `desired schema ${artifact.pin.configMapName} (uid ${artifact.pin.configMapUID}) pinned at ${artifact.pin.digest}`);
     if (previous) await markSchemaPlanApprovalsStale(pass, previous, 'DesiredStateChanged', `the desired schema moved to ${artifact.pin.digest}`);
     return endPass('artifact pinned');
   }
 
+  // A refused reading waits for its time (or a change of what it was given: refused-reading.ts) before it is read
+  // again, even when the database was never read.
+  const refused = pass.status.refusedReading;
+  const refusedUntil = pass.status.nextReconciliationTime ? Date.parse(pass.status.nextReconciliationTime) - pass.now().getTime() : 0;
+  if (refusedUntil > 0 && refusalStands(refused, { artifactDigest: pass.status.artifact?.digest, generation: pass.generation, executionBindingID: pass.status.executionBinding?.epoch })) {
+    return report(pass, { phase: 'Blocked', reason: 'ReadingRefused', message: refusalMessage(refused) }, 'the reading was refused', refusedUntil);
+  }
   if (readingDue(pass)) return claimSchemaReading(pass, 'Observe', pass.status.target?.lastObservedAt ? 'the reading is due' : 'first reading');
   const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);
   const conflict = await realmCensus(pass, pass.status.target?.physicalIdentityDigest);

@@ -1,7 +1,7 @@
 // `observe`, `plan` and `apply` for a declarative schema.
 import { readFileSync } from 'node:fs';
 import { digest, isDigest } from '../../shared/canonical.js';
-import { REFUSED_BEFORE_WRITING, type ApplyReport, type ObserveReport, type PlanReport, type SchemaPlanDocument } from '../../shared/executor-report.js';
+import { REFUSED_BEFORE_WRITING, SCHEMA_READING_REFUSALS, type ApplyReport, type ObserveReport, type PlanReport, type SchemaPlanDocument } from '../../shared/executor-report.js';
 import { EXECUTOR_ENV } from '../../shared/runner-env.js';
 import { SCHEMA_APPLIES_TABLE, ensureBookkeeping } from '../bookkeeping.js';
 import { disconnect, failureCode, isStatementError, qualifyNames, withReadOnlySnapshot, type Db } from '../db.js';
@@ -54,7 +54,7 @@ async function readTarget(target: Db): Promise<SchemaModel> {
  */
 function unmodelledDifference(actualFacts: readonly string[], desiredFacts: readonly string[]): ExecutorFailure | undefined {
   const difference = catalogDifference(actualFacts, desiredFacts);
-  return difference === undefined ? undefined : new ExecutorFailure('unmodelled_difference',
+  return difference === undefined ? undefined : new ExecutorFailure(SCHEMA_READING_REFUSALS.unmodelled,
     `the target's catalog differs from the desired schema's where the engine's model reads them equal, so it is not reported converged: ${difference}`);
 }
 

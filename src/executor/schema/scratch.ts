@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256Digest } from '../../shared/canonical.js';
+import { SCHEMA_READING_REFUSALS } from '../../shared/executor-report.js';
 import { connect, describeSqlError, disconnect, isStatementError, parseDatabaseUrl, qualifyNames, quoteIdent, type Db } from '../db.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { isTransactionControl, splitSqlStatements } from '../sql-split.js';
@@ -34,7 +35,7 @@ export function readDesiredSchema(artifactDir: string): DesiredSchema {
   // The file is loaded inside a transaction that is rolled back; a COMMIT in it would escape that.
   const control = splitSqlStatements(sql).find(isTransactionControl);
   if (control) {
-    throw new ExecutorFailure('desired_schema_invalid',
+    throw new ExecutorFailure(SCHEMA_READING_REFUSALS.desiredInvalid,
       `${DESIRED_SCHEMA_FILE} line ${control.line}: ${control.leadingWords.join(' ')} is not allowed; the desired schema is plain DDL without transaction control`);
   }
   return { sql, digest: sha256Digest(bytes) };
@@ -85,7 +86,7 @@ export async function loadDesired(scratch: Db, desired: DesiredSchema): Promise<
       await scratch.query(desired.sql);
     } catch (err) {
       if (!isStatementError(err)) throw new ExecutorFailure('connection_lost', `lost the scratch database while building the desired schema: ${errorMessage(err)}`);
-      throw new ExecutorFailure('desired_schema_invalid', `${DESIRED_SCHEMA_FILE} failed: ${describeSqlError(err, desired.sql)}`);
+      throw new ExecutorFailure(SCHEMA_READING_REFUSALS.desiredInvalid, `${DESIRED_SCHEMA_FILE} failed: ${describeSqlError(err, desired.sql)}`);
     }
     await qualifyNames(scratch);
     await refuseUnsupported(scratch, 'desired');

@@ -1,6 +1,7 @@
 // The census of everything in the managed schemas that the model does not capture. Anything it finds is
 // refused (unsupported_object), in the desired schema and in the target alike, because a diff that cannot see
 // an object would silently drop, keep or mis-order it.
+import { SCHEMA_READING_REFUSALS } from '../../shared/executor-report.js';
 import type { Db } from '../db.js';
 import { ExecutorFailure } from '../failure.js';
 import { MANAGED_NAMESPACE, notExtensionMember } from './introspect.js';
@@ -92,6 +93,6 @@ export async function refuseUnsupported(client: Db, where: 'desired' | 'target')
   if (found.length === 0) return;
   const what = found.map((f) => `${f.kind} (${f.count})`).join(', ');
   const source = where === 'desired' ? 'the desired schema holds' : "the target database's managed schemas hold";
-  throw new ExecutorFailure('unsupported_object',
+  throw new ExecutorFailure(SCHEMA_READING_REFUSALS.unsupported,
     `${source} objects outside the supported set: ${what}. See the table of supported kinds in docs/executor.md`);
 }

@@ -25,6 +25,7 @@ import {
   objectRef,
   pendingLockRelease,
   pinnedArtifact,
+  refusedReading,
   sha256,
   specTimeoutRules,
   timestamp,
@@ -154,22 +155,6 @@ export const resolvedRun = object(
   { description: 'How and by whom the last unresolved run was settled.' },
 );
 export type ResolvedRun = Static<typeof resolvedRun>;
-
-export const refusedReading = object(
-  {
-    artifactDigest: sha256('The artifact the reading refused.'),
-    generation: integer({ minimum: 0, format: 'int64', description: 'The spec it was read under (its format among it).' }),
-    executionBindingID: bindingEpoch(),
-    code: string({ minLength: 1, maxLength: 64, description: 'The executor’s refusal code.' }),
-    message: string({ maxLength: 1024, description: 'What is wrong with the artifact and what to change; never SQL or row data.' }),
-    refusedAt: timestamp(),
-  },
-  {
-    description: 'A History reading refused the artifact itself (its files as this spec reads them). Reading it again cannot change the answer, '
-      + 'so nothing is read again until the artifact, the spec or the execution binding changes.',
-  },
-);
-export type RefusedReading = Static<typeof refusedReading>;
 
 export const ptahMigrationStatus = object({
   observedGeneration: optional(integer({ minimum: 0, format: 'int64' })),

@@ -250,6 +250,23 @@ export const pinnedArtifact = object(
 );
 export type PinnedArtifact = Static<typeof pinnedArtifact>;
 
+export const refusedReading = object(
+  {
+    artifactDigest: sha256('The artifact the reading was given.'),
+    generation: integer({ minimum: 0, format: 'int64', description: 'The spec it was read under.' }),
+    executionBindingID: bindingEpoch(),
+    code: string({ minLength: 1, maxLength: 64, description: 'The executor’s refusal code.' }),
+    message: string({ maxLength: 1024, description: 'What is wrong and what to change; never SQL or row data.' }),
+    refusedAt: timestamp(),
+  },
+  {
+    description: 'A reading refused what it was given in a way no quick retry mends. A migration artifact’s own files: read again only when '
+      + 'the artifact, the spec or the execution binding changes. A desired schema that does not build, or objects outside the supported set: '
+      + 'read again at spec.interval, or at once on such a change.',
+  },
+);
+export type RefusedReading = Static<typeof refusedReading>;
+
 export const executionBinding = object(
   {
     epoch: bindingEpoch('Changes whenever controllerStateVersion, executorIdentity or runnerProtocolVersion changes.'),
