@@ -6,7 +6,6 @@
 // the resources. Not proven here: the manager's Pods running (the fake kubelet has no image for them and no Service
 // routing), so neither a PtahSchema converging under the chart's Deployment nor an upgrade adopting an Apply in flight.
 import t, { type Test } from 'tap';
-import { execFile } from 'node:child_process';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import { helm } from '../../tools/stack/helm.js';
 import { kubectl } from '../../tools/stack/manifests.js';
 import { REPO_ROOT } from '../../tools/stack/paths.js';
 import { waitFor } from '../../tools/stack/wait.js';
+import { runCommand, type CommandRun } from '../harness/command.js';
 
 const CHART = join(REPO_ROOT, 'charts/ptah');
 const NS = INSTALL.namespace;
@@ -33,20 +33,7 @@ interface Obj {
   metadata: { name: string; namespace?: string; annotations?: Record<string, string>; labels?: Record<string, string> };
   [field: string]: unknown;
 }
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(bin: string, args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(bin, args, { timeout: 180_000, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
-const helmRun = async (args: string[]): Promise<Run> => run(await helm(), args);
+const helmRun = async (args: string[]): Promise<CommandRun> => runCommand(await helm(), args);
 
 const parseObjects = (text: string): Obj[] => parseAllDocuments(text).map((d) => d.toJS() as Obj | null).filter((o): o is Obj => o !== null);
 const idOf = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
@@ -70,7 +57,7 @@ t.test('helm lint passes on the chart', async (t) => {
 });
 
 t.test('with default values the chart holds the objects of kubectl kustomize manifests/, but for what docs/helm.md says', async (t) => {
-  const kustomized = await run(await kubectl(), ['kustomize', join(REPO_ROOT, 'manifests')]);
+  const kustomized = await runCommand(await kubectl(), ['kustomize', join(REPO_ROOT, 'manifests')]);
   t.equal(kustomized.code, 0, `kubectl kustomize manifests/ ${kustomized.stderr.trim()}`);
   const kustomize = byId(parseObjects(kustomized.stdout));
   const chart = byId(await template(t));
@@ -136,7 +123,7 @@ t.test('values choose the image, the manager settings, scheduling, the NetworkPo
   t.equal(digestOnly?.spec?.template.spec?.containers[0]?.image, `localhost/ptah-operator@${digest}`, 'a digest pins the image');
   t.equal(envOf(digestOnly).PTAH_RUNNER_IMAGE, `localhost/ptah-operator@${digest}`, 'and the runner, the same image');
 
-  const elsewhere = await run(await helm(), ['template', 'ptah', CHART, '--namespace', 'ops']);
+  const elsewhere = await helmRun(['template', 'ptah', CHART, '--namespace', 'ops']);
   const moved = parseObjects(elsewhere.stdout);
   t.equal(envOf(find<V1Deployment>(moved, 'Deployment')).PTAH_MANAGER_USERNAME, 'system:serviceaccount:ops:ptah-manager', 'another namespace: the manager is told its identity');
   const validating = find<V1ValidatingWebhookConfiguration>(moved, 'ValidatingWebhookConfiguration');
