@@ -3,8 +3,8 @@
 // documents (docs/helm.md); values the schema does not know are refused, named; and on a control plane of its own (the
 // chart's cluster-wide webhooks would fail closed for every other test on the shared one) `helm install`, `helm
 // upgrade` with changed values and with a changed CRD, `helm rollback` and `helm uninstall`, which leaves the CRDs and
-// the resources. Not proven here: the manager's Pods running (the fake kubelet has no image for them and no Service
-// routing), so neither a PtahSchema converging under the chart's Deployment nor an upgrade adopting an Apply in flight.
+// the resources; and a kustomize install moved to the chart (docs/helm.md). The operator working under the chart —
+// a PtahSchema and a PtahMigration converging, an upgrade adopting an Apply in flight — is helm-operator.test.ts's.
 import t, { type Test } from 'tap';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -245,4 +245,59 @@ t.test('on a control plane of its own: install, upgrade with changed values, rol
 
   const reinstalled = await h(['install', 'ptah', CHART, '--namespace', NS]);
   t.equal(reinstalled.code, 0, `a reinstall adopts the kept CRDs ${reinstalled.stderr.trim()}`);
+});
+
+t.test('a kustomize install moves to the chart: its objects, labelled and annotated for the release, are adopted as they are', async (t) => {
+  const plane = await startControlPlane({ log: (line) => t.comment(line) });
+  t.teardown(() => plane.stop());
+  const kubeconfig = plane.kubeconfigs.admin;
+  const kc = plane.kubeConfig('admin');
+  const admin = await restClient(kc, { fieldManager: 'ptah-helm-test' });
+  const k = async (args: string[]) => runCommand(await kubectl(), ['--kubeconfig', kubeconfig, ...args]);
+  const h = (args: string[]) => helmRun([...args, '--kubeconfig', kubeconfig]);
+  const manifests = join(REPO_ROOT, 'manifests');
+  const applied = await k(['apply', '-k', manifests]);
+  t.equal(applied.code, 0, `kubectl apply -k manifests/ ${applied.stderr.trim()}`);
+  // What the chart will own: every object kustomize made but the Namespace, which stays the person's.
+  const owned = parseObjects((await k(['kustomize', manifests])).stdout).filter((o) => o.kind !== 'Namespace').map(idOf).sort();
+  const uids = async () => {
+    const live = (JSON.parse((await k(['get', '-k', manifests, '-o', 'json'])).stdout) as { items: (Obj & { metadata: { uid: string } })[] }).items;
+    return new Map(live.filter((o) => o.kind !== 'Namespace').map((o) => [idOf(o), o.metadata.uid]));
+  };
+  const before = await uids();
+  t.same([...before.keys()].sort(), owned, `kustomize made all ${owned.length} objects`);
+  await plane.kubeConfig('admin').makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'shop' } } });
+  const migration = await admin.create({
+    apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, metadata: { name: 'orders', namespace: 'shop' },
+    spec: { target: { engine: 'PostgreSQL', coordinationKey: 'orders-db', urlFrom: { name: 'orders-db', key: 'url' } }, artifact: { configMapRef: { name: 'orders-v1' }, verificationPolicyRef: { name: 'policy', key: 'policy.json' } } },
+  } as KubeObject);
+
+  const refused = await h(['install', 'ptah', CHART, '--namespace', NS]);
+  t.not(refused.code, 0, 'helm install over the unmarked kustomize install is refused');
+  t.match(refused.stderr, /exists and cannot be imported into the current release/, 'helm names an object it does not own');
+
+  // docs/helm.md: Helm's adoption rule, applied to the whole kustomize install through its rendered file
+  // (kubectl v1.37's `annotate -k` refuses to run: "the -k flag can't be used with -f or -R").
+  const dir = await mkdtemp(join(tmpdir(), 'ptah-adopt-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'install.yaml');
+  await writeFile(file, (await k(['kustomize', manifests])).stdout);
+  const labelled = await k(['label', '--overwrite', '-f', file, 'app.kubernetes.io/managed-by=Helm']);
+  t.equal(labelled.code, 0, `kubectl label ${labelled.stderr.trim()}`);
+  const annotated = await k(['annotate', '--overwrite', '-f', file, 'meta.helm.sh/release-name=ptah', `meta.helm.sh/release-namespace=${NS}`]);
+  t.equal(annotated.code, 0, `kubectl annotate ${annotated.stderr.trim()}`);
+  // Client-side (docs/helm.md): kubectl's client-side apply owns every field, and Helm's default server-side apply
+  // refused the install and a later upgrade with conflicts on those (a fieldRef, admission policies' matchConstraints).
+  const adopted = await h(['install', 'ptah', CHART, '--namespace', NS, '--server-side=false']);
+  t.equal(adopted.code, 0, `helm install --server-side=false adopts the kustomize install ${adopted.stderr.trim()}`);
+  t.same(await uids(), before, 'every object is the one kustomize made: adopted, none replaced');
+  const manifest = await h(['get', 'manifest', 'ptah', '--namespace', NS]);
+  t.same([...byId(parseObjects(manifest.stdout)).keys()].sort(), owned, 'the release holds every object of the kustomize install but the Namespace');
+  const kept = await admin.get<KubeObject>({ apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: 'shop', name: 'orders' });
+  t.equal(kept.metadata?.uid, migration.metadata?.uid, 'a person\'s PtahMigration stays, the same object');
+
+  const upgraded = await h(['upgrade', 'ptah', CHART, '--namespace', NS, '--reuse-values', '--set', 'image.tag=next']);
+  t.equal(upgraded.code, 0, `helm upgrade of the adopted release ${upgraded.stderr.trim()}`);
+  const deployment = await kc.makeApiClient(AppsV1Api).readNamespacedDeployment({ namespace: NS, name: INSTALL.deployment });
+  t.equal(deployment.spec?.template.spec?.containers[0]?.image, 'localhost/ptah-operator:next', 'and the chart now changes it');
 });
