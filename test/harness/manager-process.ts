@@ -84,26 +84,47 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     '--revision', options.revision,
     '--log-level', options.logLevel ?? 'debug',
   ];
-  const child: ManagedProcess = startProcess({ name: options.name, command: process.execPath, args, logFile: options.logFile, cwd: REPO_ROOT, env: managerEnv() });
-  const url = `https://127.0.0.1:${options.port}`;
+  return launchManagerProcess({
+    name: options.name, logFile: options.logFile, args, env: managerEnv(), url: `https://127.0.0.1:${options.port}`, caPem: options.caPem,
+  });
+}
+
+/** A manager process configured by its environment alone, as a Deployment's container is. */
+export interface ManagerLaunch {
+  name: string;
+  logFile: string;
+  /** node's arguments: the entry and anything before it. */
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  /** Where it serves /healthz, and the CA its serving certificate chains to. */
+  url: string;
+  caPem: string;
+}
+
+/** The entry of the release whose source tree is `root` (default the checkout), run from source. */
+export const sourceEntry = (root = REPO_ROOT): string[] => ['--import', 'tsx', join(root, 'src/main.ts')];
+
+/** Starts node with `launch.args` and `launch.env` alone and waits until it serves /healthz. */
+export async function launchManagerProcess(launch: ManagerLaunch): Promise<ManagerProcess> {
+  const child: ManagedProcess = startProcess({ name: launch.name, command: process.execPath, args: launch.args, logFile: launch.logFile, cwd: REPO_ROOT, env: launch.env });
   const handle: ManagerProcess = {
-    name: options.name,
+    name: launch.name,
     pid: child.pid,
-    url,
-    logFile: options.logFile,
+    url: launch.url,
+    logFile: launch.logFile,
     exited: child.exited,
     async kill() {
       await child.stop(0);
     },
     stop: () => child.stop(30_000),
     async waitForLog(line, timeoutMs) {
-      return waitFor(async () => logTimeOf(await readFile(options.logFile, 'utf8'), line), { what: `${options.name} to log "${line}"`, timeoutMs, intervalMs: 100, process: child });
+      return waitFor(async () => logTimeOf(await readFile(launch.logFile, 'utf8'), line), { what: `${launch.name} to log "${line}"`, timeoutMs, intervalMs: 100, process: child });
     },
     logTail: (lines) => child.logTail(lines),
   };
   try {
-    await waitFor(async () => ((await httpsStatus(`${url}/healthz`, options.caPem)) === 200 ? true : undefined),
-      { what: `${options.name} to serve /healthz`, timeoutMs: 60_000, process: child });
+    await waitFor(async () => ((await httpsStatus(`${launch.url}/healthz`, launch.caPem)) === 200 ? true : undefined),
+      { what: `${launch.name} to serve /healthz`, timeoutMs: 60_000, process: child });
   } catch (e) {
     await handle.kill();
     throw e;
@@ -112,7 +133,7 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
 }
 
 /** The harness's environment without the PTAH_* settings src/config.ts reads: the flags are the whole config. */
-function managerEnv(): NodeJS.ProcessEnv {
+export function managerEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('PTAH_') || k.startsWith('PTAH_TEST_')));
 }
 

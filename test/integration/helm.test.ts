@@ -3,10 +3,9 @@
 // documents (docs/helm.md); values the schema does not know are refused, named; and on a control plane of its own (the
 // chart's cluster-wide webhooks would fail closed for every other test on the shared one) `helm install`, `helm
 // upgrade` with changed values and with a changed CRD, `helm rollback` and `helm uninstall`, which leaves the CRDs and
-// the resources. Not proven here: the manager's Pods running (the fake kubelet has no image for them and no Service
-// routing), so neither a PtahSchema converging under the chart's Deployment nor an upgrade adopting an Apply in flight.
+// the resources; and a kustomize install moved to the chart (docs/helm.md). The operator working under the chart —
+// a PtahSchema and a PtahMigration converging, an upgrade adopting an Apply in flight — is helm-operator.test.ts's.
 import t, { type Test } from 'tap';
-import { execFile } from 'node:child_process';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import { helm } from '../../tools/stack/helm.js';
 import { kubectl } from '../../tools/stack/manifests.js';
 import { REPO_ROOT } from '../../tools/stack/paths.js';
 import { waitFor } from '../../tools/stack/wait.js';
+import { runCommand, type CommandRun } from '../harness/command.js';
 
 const CHART = join(REPO_ROOT, 'charts/ptah');
 const NS = INSTALL.namespace;
@@ -33,20 +33,7 @@ interface Obj {
   metadata: { name: string; namespace?: string; annotations?: Record<string, string>; labels?: Record<string, string> };
   [field: string]: unknown;
 }
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function run(bin: string, args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(bin, args, { timeout: 180_000, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
-const helmRun = async (args: string[]): Promise<Run> => run(await helm(), args);
+const helmRun = async (args: string[]): Promise<CommandRun> => runCommand(await helm(), args);
 
 const parseObjects = (text: string): Obj[] => parseAllDocuments(text).map((d) => d.toJS() as Obj | null).filter((o): o is Obj => o !== null);
 const idOf = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
@@ -70,7 +57,7 @@ t.test('helm lint passes on the chart', async (t) => {
 });
 
 t.test('with default values the chart holds the objects of kubectl kustomize manifests/, but for what docs/helm.md says', async (t) => {
-  const kustomized = await run(await kubectl(), ['kustomize', join(REPO_ROOT, 'manifests')]);
+  const kustomized = await runCommand(await kubectl(), ['kustomize', join(REPO_ROOT, 'manifests')]);
   t.equal(kustomized.code, 0, `kubectl kustomize manifests/ ${kustomized.stderr.trim()}`);
   const kustomize = byId(parseObjects(kustomized.stdout));
   const chart = byId(await template(t));
@@ -136,7 +123,7 @@ t.test('values choose the image, the manager settings, scheduling, the NetworkPo
   t.equal(digestOnly?.spec?.template.spec?.containers[0]?.image, `localhost/ptah-operator@${digest}`, 'a digest pins the image');
   t.equal(envOf(digestOnly).PTAH_RUNNER_IMAGE, `localhost/ptah-operator@${digest}`, 'and the runner, the same image');
 
-  const elsewhere = await run(await helm(), ['template', 'ptah', CHART, '--namespace', 'ops']);
+  const elsewhere = await helmRun(['template', 'ptah', CHART, '--namespace', 'ops']);
   const moved = parseObjects(elsewhere.stdout);
   t.equal(envOf(find<V1Deployment>(moved, 'Deployment')).PTAH_MANAGER_USERNAME, 'system:serviceaccount:ops:ptah-manager', 'another namespace: the manager is told its identity');
   const validating = find<V1ValidatingWebhookConfiguration>(moved, 'ValidatingWebhookConfiguration');
@@ -258,4 +245,59 @@ t.test('on a control plane of its own: install, upgrade with changed values, rol
 
   const reinstalled = await h(['install', 'ptah', CHART, '--namespace', NS]);
   t.equal(reinstalled.code, 0, `a reinstall adopts the kept CRDs ${reinstalled.stderr.trim()}`);
+});
+
+t.test('a kustomize install moves to the chart: its objects, labelled and annotated for the release, are adopted as they are', async (t) => {
+  const plane = await startControlPlane({ log: (line) => t.comment(line) });
+  t.teardown(() => plane.stop());
+  const kubeconfig = plane.kubeconfigs.admin;
+  const kc = plane.kubeConfig('admin');
+  const admin = await restClient(kc, { fieldManager: 'ptah-helm-test' });
+  const k = async (args: string[]) => runCommand(await kubectl(), ['--kubeconfig', kubeconfig, ...args]);
+  const h = (args: string[]) => helmRun([...args, '--kubeconfig', kubeconfig]);
+  const manifests = join(REPO_ROOT, 'manifests');
+  const applied = await k(['apply', '-k', manifests]);
+  t.equal(applied.code, 0, `kubectl apply -k manifests/ ${applied.stderr.trim()}`);
+  // What the chart will own: every object kustomize made but the Namespace, which stays the person's.
+  const owned = parseObjects((await k(['kustomize', manifests])).stdout).filter((o) => o.kind !== 'Namespace').map(idOf).sort();
+  const uids = async () => {
+    const live = (JSON.parse((await k(['get', '-k', manifests, '-o', 'json'])).stdout) as { items: (Obj & { metadata: { uid: string } })[] }).items;
+    return new Map(live.filter((o) => o.kind !== 'Namespace').map((o) => [idOf(o), o.metadata.uid]));
+  };
+  const before = await uids();
+  t.same([...before.keys()].sort(), owned, `kustomize made all ${owned.length} objects`);
+  await plane.kubeConfig('admin').makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'shop' } } });
+  const migration = await admin.create({
+    apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, metadata: { name: 'orders', namespace: 'shop' },
+    spec: { target: { engine: 'PostgreSQL', coordinationKey: 'orders-db', urlFrom: { name: 'orders-db', key: 'url' } }, artifact: { configMapRef: { name: 'orders-v1' }, verificationPolicyRef: { name: 'policy', key: 'policy.json' } } },
+  } as KubeObject);
+
+  const refused = await h(['install', 'ptah', CHART, '--namespace', NS]);
+  t.not(refused.code, 0, 'helm install over the unmarked kustomize install is refused');
+  t.match(refused.stderr, /exists and cannot be imported into the current release/, 'helm names an object it does not own');
+
+  // docs/helm.md: Helm's adoption rule, applied to the whole kustomize install through its rendered file
+  // (kubectl v1.37's `annotate -k` refuses to run: "the -k flag can't be used with -f or -R").
+  const dir = await mkdtemp(join(tmpdir(), 'ptah-adopt-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'install.yaml');
+  await writeFile(file, (await k(['kustomize', manifests])).stdout);
+  const labelled = await k(['label', '--overwrite', '-f', file, 'app.kubernetes.io/managed-by=Helm']);
+  t.equal(labelled.code, 0, `kubectl label ${labelled.stderr.trim()}`);
+  const annotated = await k(['annotate', '--overwrite', '-f', file, 'meta.helm.sh/release-name=ptah', `meta.helm.sh/release-namespace=${NS}`]);
+  t.equal(annotated.code, 0, `kubectl annotate ${annotated.stderr.trim()}`);
+  // Client-side (docs/helm.md): kubectl's client-side apply owns every field, and Helm's default server-side apply
+  // refused the install and a later upgrade with conflicts on those (a fieldRef, admission policies' matchConstraints).
+  const adopted = await h(['install', 'ptah', CHART, '--namespace', NS, '--server-side=false']);
+  t.equal(adopted.code, 0, `helm install --server-side=false adopts the kustomize install ${adopted.stderr.trim()}`);
+  t.same(await uids(), before, 'every object is the one kustomize made: adopted, none replaced');
+  const manifest = await h(['get', 'manifest', 'ptah', '--namespace', NS]);
+  t.same([...byId(parseObjects(manifest.stdout)).keys()].sort(), owned, 'the release holds every object of the kustomize install but the Namespace');
+  const kept = await admin.get<KubeObject>({ apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: 'shop', name: 'orders' });
+  t.equal(kept.metadata?.uid, migration.metadata?.uid, 'a person\'s PtahMigration stays, the same object');
+
+  const upgraded = await h(['upgrade', 'ptah', CHART, '--namespace', NS, '--reuse-values', '--set', 'image.tag=next']);
+  t.equal(upgraded.code, 0, `helm upgrade of the adopted release ${upgraded.stderr.trim()}`);
+  const deployment = await kc.makeApiClient(AppsV1Api).readNamespacedDeployment({ namespace: NS, name: INSTALL.deployment });
+  t.equal(deployment.spec?.template.spec?.containers[0]?.image, 'localhost/ptah-operator:next', 'and the chart now changes it');
 });

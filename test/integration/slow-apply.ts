@@ -39,7 +39,7 @@ export async function startSlowApply(w: MigrationWorld, db: TestDatabase, second
 
 export const jobRef = (w: MigrationWorld, name: string) => ({ apiVersion: 'batch/v1', kind: 'Job', namespace: w.ns, name });
 
-export async function sleepingSessions(w: MigrationWorld, db: TestDatabase): Promise<number> {
+export async function sleepingSessions(w: Pick<MigrationWorld, 'sql'>, db: TestDatabase): Promise<number> {
   const rows = await w.sql<{ n: number }>(db, `SELECT count(*)::int AS n FROM pg_stat_activity
     WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' AND query ILIKE '%pg_sleep%'`);
   return rows[0]?.n ?? 0;

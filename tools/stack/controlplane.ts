@@ -54,6 +54,12 @@ export interface ControlPlaneOptions {
   dir?: string;
   /** Progress lines (default: stderr). */
   log?: (line: string) => void;
+  /**
+   * Where Services' ClusterIPs come from (default 10.0.0.0/24, which nothing here routes). A range inside
+   * 127.0.0.0/8 is local to this machine, so a process listening on a Service's ClusterIP is what the API server
+   * reaches when it calls that Service (a webhook's service reference) — kube-proxy's part, with no kube-proxy.
+   */
+  serviceClusterIpRange?: string;
 }
 
 export interface ControlPlaneTimings {
@@ -144,7 +150,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     const apiserver = startProcess({
       name: 'kube-apiserver',
       command: join(binDir, 'kube-apiserver'),
-      args: apiserverArgs({ pki, serving, kubeletClient, etcdClientPort, apiPort }),
+      args: apiserverArgs({ pki, serving, kubeletClient, etcdClientPort, apiPort, serviceRange: options.serviceClusterIpRange ?? '10.0.0.0/24' }),
       logFile: join(logs, 'kube-apiserver.log'),
     });
     processes.push(apiserver);
@@ -204,9 +210,10 @@ interface ApiserverInput {
   kubeletClient: CertFiles;
   etcdClientPort: number;
   apiPort: number;
+  serviceRange: string;
 }
 
-function apiserverArgs({ pki, serving, kubeletClient, etcdClientPort, apiPort }: ApiserverInput): string[] {
+function apiserverArgs({ pki, serving, kubeletClient, etcdClientPort, apiPort, serviceRange }: ApiserverInput): string[] {
   return [
     `--etcd-servers=http://127.0.0.1:${etcdClientPort}`,
     '--bind-address=127.0.0.1', `--secure-port=${apiPort}`,
@@ -217,7 +224,7 @@ function apiserverArgs({ pki, serving, kubeletClient, etcdClientPort, apiPort }:
     `--tls-cert-file=${serving.cert}`, `--tls-private-key-file=${serving.key}`,
     `--client-ca-file=${pki.ca.cert}`,
     '--authorization-mode=RBAC',
-    '--service-cluster-ip-range=10.0.0.0/24',
+    `--service-cluster-ip-range=${serviceRange}`,
     '--allow-privileged=true',
     '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
     `--service-account-key-file=${pki.serviceAccountPublicKey}`,

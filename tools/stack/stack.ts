@@ -3,7 +3,7 @@
 import { appendFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startControlPlane, type ControlPlane, type ControlPlaneTimings, type IdentityName } from './controlplane.js';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions, type ControlPlaneTimings, type IdentityName } from './controlplane.js';
 import { startFakeKubelet, type FakeKubelet } from './kubelet/fake-kubelet.js';
 import type { ImageMap } from './kubelet/images.js';
 import { startPostgres, TEST_PG_URL_ENV, type PostgresServer } from './postgres.js';
@@ -50,13 +50,14 @@ export interface StackOptions {
   postgres?: boolean;
   images?: ImageMap;
   log?: (line: string) => void;
+  serviceClusterIpRange?: ControlPlaneOptions['serviceClusterIpRange'];
 }
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const started = Date.now();
   const pgStart = options.postgres === false ? undefined : startPostgres().then((pg) => ({ pg, readyMs: Date.now() - started }));
   // Stop whatever did start when the other half fails.
-  const controlPlane = await startControlPlane({ log: options.log }).catch(async (e: unknown) => {
+  const controlPlane = await startControlPlane({ log: options.log, serviceClusterIpRange: options.serviceClusterIpRange }).catch(async (e: unknown) => {
     await pgStart?.then(({ pg }) => pg.stop(), () => undefined);
     throw e;
   });

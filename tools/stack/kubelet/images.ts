@@ -62,6 +62,16 @@ export function defaultImages(repoRoot = REPO_ROOT, runner: 'source' | 'compiled
   ]);
 }
 
+/**
+ * The checkout's runner (from source) under each of `references`, and nothing else: the images a chart install
+ * names for its Jobs (`image.repository:tag`), for a stack of a test's own. The variants stay as the shared stack
+ * wrote them: writing them again would pull them from under that stack's processes.
+ */
+export function checkoutRunnerImages(references: readonly string[], repoRoot = REPO_ROOT): ImageMap {
+  const runner = sourceRunner([{ source: repoRoot, target: APP_DIR }]);
+  return new Map(references.map((reference) => [reference, runner]));
+}
+
 function sourceRunner(layers: NonNullable<LocalImage['layers']>): LocalImage {
   return {
     command: [process.execPath, '--import', `file://${APP_DIR}/node_modules/tsx/dist/loader.mjs`, `${APP_DIR}/src/runner/main.ts`],

@@ -228,7 +228,10 @@ export class PodWorker {
     const log = new ContainerLog();
     if (c.log) c.previousLog = c.log;
     c.log = log;
-    const child = spawn(sandbox.command, sandbox.args, { detached: true, cwd: '/', env: this.#environment(launch), stdio: ['ignore', 'pipe', 'pipe'] });
+    // Through `env -i`: a test runner can hook every spawn of the process the kubelet lives in and add to its
+    // environment (tap adds NODE_OPTIONS, whose loader a container cannot load); exec'd in place, the PID stays.
+    const environment = Object.entries(this.#environment(launch)).map(([k, v]) => `${k}=${v ?? ''}`);
+    const child = spawn('env', ['-i', ...environment, sandbox.command, ...sandbox.args], { detached: true, cwd: '/', stdio: ['ignore', 'pipe', 'pipe'] });
     const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
     const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
     child.stdout.on('data', (chunk: Buffer) => log.write('stdout', chunk));
