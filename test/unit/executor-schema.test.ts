@@ -218,7 +218,7 @@ const index = (name: string, on: string, extra = ''): Index => ({ name, definiti
 const pview = (name: string, dependsOn: string[], extra: Partial<View> = {}): View => ({ ...view(name, ' SELECT 1 AS a', dependsOn), ...extra });
 const routine = (name: string, body = 'SELECT 1', result = 'integer', args = ''): Routine => ({
   key: `public.${name}(${args})`, kind: 'function', header: `f ${result} (${args})`,
-  definition: `CREATE OR REPLACE FUNCTION public.${name}(${args}) RETURNS ${result} LANGUAGE sql AS $$${body}$$`, afterTables: false,
+  definition: `CREATE OR REPLACE FUNCTION public.${name}(${args}) RETURNS ${result} LANGUAGE sql AS $$${body}$$`, afterTables: false, viewRowTypes: [],
 });
 const trigger = (name: string, on: string, fn: string): Trigger =>
   ({ table: `"public"."${on}"`, name, routine: `public.${fn}()`, definition: `CREATE TRIGGER ${name} BEFORE UPDATE ON public.${on} FOR EACH ROW EXECUTE FUNCTION public.${fn}()` });

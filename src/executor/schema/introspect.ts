@@ -97,7 +97,11 @@ export async function introspect(client: Db): Promise<SchemaModel> {
             pg_get_functiondef(p.oid) AS definition,
             p.prosqlbody IS NOT NULL OR EXISTS (
               SELECT 1 FROM pg_depend d JOIN pg_type t ON t.oid = d.refobjid JOIN pg_class r ON r.oid = t.typrelid
-               WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.refclassid = 'pg_type'::regclass AND r.relkind IN ('r', 'p')) AS "afterTables"
+               WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.refclassid = 'pg_type'::regclass AND r.relkind IN ('r', 'p')) AS "afterTables",
+            ARRAY(SELECT DISTINCT ${qualified('rn.nspname', 'r.relname')} FROM pg_depend d JOIN pg_type t ON t.oid = d.refobjid JOIN pg_class r ON r.oid = t.typrelid
+                    JOIN pg_namespace rn ON rn.oid = r.relnamespace
+                   WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.refclassid = 'pg_type'::regclass AND r.relkind IN ('v', 'm')
+                   ORDER BY 1) AS "viewRowTypes"
        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
       WHERE ${MANAGED_NAMESPACE} AND p.prokind IN ('f', 'p') AND ${notExtensionMember('pg_proc', 'p.oid')}`))
     .map((r): Routine => ({ ...r, kind: r.kind === 'p' ? 'procedure' : 'function', definition: r.definition.trim() }));

@@ -151,6 +151,8 @@ export interface Routine {
    * that uses a table's row type (`RETURNS SETOF t`, an argument of type `t`) needs the table.
    */
   afterTables: boolean;
+  /** Views (and materialized views) whose row type the signature uses: made in one order with the views. */
+  viewRowTypes: RelationKey[];
 }
 
 export interface Trigger {

@@ -187,10 +187,11 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   planDomains(diff, emit, recreated);
   planComposites(diff, emit);
 
-  // 10. Routines that need no table (bodies not parsed at creation, no row type in the signature), so tables may use
-  // them and they may name tables yet to come.
+  // 10. Routines that need no table or view (bodies not parsed at creation, no row type in the signature), so tables
+  // may use them and they may name tables yet to come.
   const routinesToCreate = [...diff.routines.added, ...changedTo(diff.routines)];
-  for (const r of routinesToCreate.filter((r) => !r.afterTables)) emit(r.definition);
+  const usesViewRowType = (r: Routine) => r.viewRowTypes.length > 0;
+  for (const r of routinesToCreate.filter((r) => !r.afterTables && !usesViewRowType(r))) emit(r.definition);
 
   // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
   for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
@@ -259,11 +260,19 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
 
   // 16. Routines that need the tables: SQL-standard bodies, parsed now that the tables they read exist, and signatures
   // that use a table's row type.
-  for (const r of routinesToCreate.filter((r) => r.afterTables)) emit(r.definition);
+  for (const r of routinesToCreate.filter((r) => r.afterTables && !usesViewRowType(r))) emit(r.definition);
 
-  // 17. Views and materialized views, each after the views it reads, with a materialized view's indexes.
+  // 17. Views and materialized views, each after the views and routines it reads, with a materialized view's indexes,
+  // in one order with the routines whose signature uses a view's row type (each after those views).
   const viewsToCreate = new Set([...diff.views.added.map((v) => v.key), ...changedTo(diff.views).map((v) => v.key), ...viewsToDrop]);
-  for (const view of dependencyOrder(desired.views.filter((v) => viewsToCreate.has(v.key)))) {
+  const viewNodes = desired.views.filter((v) => viewsToCreate.has(v.key)).map((view) => ({ key: view.key, dependsOn: view.dependsOn, view }));
+  const routineNodes = routinesToCreate.filter(usesViewRowType).map((routine) => ({ key: routine.key, dependsOn: routine.viewRowTypes, routine }));
+  for (const node of dependencyOrder<{ key: string; dependsOn: readonly string[]; view?: View; routine?: Routine }>([...viewNodes, ...routineNodes])) {
+    if (node.routine) {
+      emit(node.routine.definition);
+      continue;
+    }
+    const view = node.view!;
     emit(view.materialized ? `CREATE MATERIALIZED VIEW ${view.key} AS\n${view.definition}\nWITH ${view.populated ? '' : 'NO '}DATA` : `CREATE VIEW ${view.key} AS\n${view.definition}`);
     for (const i of view.indexes) {
       emit(i.definition);
@@ -503,11 +512,12 @@ function viewsReadingChanges(views: readonly View[], altered: readonly TableDelt
 }
 
 /** Views ordered so each comes after every view it reads (dependencies outside the list are ignored). */
-function dependencyOrder(views: readonly View[]): View[] {
-  const byKey = new Map(views.map((v) => [v.key, v]));
-  const ordered: View[] = [];
+/** Each item after the items of the same list it depends on (by key); ties in key order. */
+function dependencyOrder<T extends { key: string; dependsOn: readonly string[] }>(items: readonly T[]): T[] {
+  const byKey = new Map(items.map((v) => [v.key, v]));
+  const ordered: T[] = [];
   const visited = new Set<string>();
-  const visit = (v: View) => {
+  const visit = (v: T) => {
     if (visited.has(v.key)) return;
     visited.add(v.key);
     for (const d of v.dependsOn) {
@@ -516,7 +526,7 @@ function dependencyOrder(views: readonly View[]): View[] {
     }
     ordered.push(v);
   };
-  for (const v of [...views].sort((a, b) => (a.key < b.key ? -1 : 1))) visit(v);
+  for (const v of [...items].sort((a, b) => (a.key < b.key ? -1 : 1))) visit(v);
   return ordered;
 }
 
