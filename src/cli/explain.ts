@@ -76,9 +76,11 @@ export function obligationsOf(resource: PtahResource): string[] {
     const when = p.observeAfter ? `, no proof before ${p.observeAfter}` : '';
     out.push(`A pending observation (status.pendingObservation): Apply ${p.applyOperationID} (Job ${p.applyJobName}) ended ${p.outcome}; a fresh reading of the same database under its Lease owes the proof${p.planRequired ? ', and the raw reading is done so the Plan that settles it is owed' : ''}${when}; nothing is planned or run while it stands.`);
   }
-  if (resource.kind === 'PtahMigration' && resource.status?.refusedReading) {
-    const r = resource.status.refusedReading;
-    out.push(`A refused artifact (status.refusedReading): a History reading refused artifact ${r.artifactDigest} as generation ${r.generation} reads it (${r.code}: ${r.message}); it is not read again until the artifact, the spec or the execution binding changes.`);
+  const refused = resource.status?.refusedReading;
+  if (refused && resource.kind === 'PtahMigration') {
+    out.push(`A refused artifact (status.refusedReading): a History reading refused artifact ${refused.artifactDigest} as generation ${refused.generation} reads it (${refused.code}: ${refused.message}); it is not read again until the artifact, the spec or the execution binding changes.`);
+  } else if (refused) {
+    out.push(`A refused reading (status.refusedReading): a reading of desired schema ${refused.artifactDigest} under generation ${refused.generation} was refused (${refused.code}: ${refused.message}); the database is read again at ${resource.status?.nextReconciliationTime ?? 'spec.interval'}, or at once when the desired schema or the spec changes.`);
   }
   if (resource.kind === 'PtahMigration' && resource.status?.unresolvedRun) {
     const u = resource.status.unresolvedRun;

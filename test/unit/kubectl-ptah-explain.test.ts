@@ -172,4 +172,7 @@ t.test('a refused artifact is an obligation explain names, with what to change',
   t.match(owes[0], /not read again until the artifact, the spec or the execution binding changes/);
   t.equal(nextPass(m, NOW), 'stays Blocked (ArtifactRefused) until the spec or what it names changes');
   t.same(obligationsOf(migration({ phase: 'Blocked', conditions: [ready('False', 'ApplyDisabled')] })), [], 'a Blocked migration without the record owes nothing of the kind');
+  const s = schema({ phase: 'Blocked', conditions: [ready('False', 'ReadingRefused')], nextReconciliationTime: '2026-12-01T12:10:00Z',
+    refusedReading: { ...refusedReading, code: 'desired_schema_invalid', message: 'schema.sql failed: relation "customers" does not exist' } });
+  t.same(obligationsOf(s), [`A refused reading (status.refusedReading): a reading of desired schema ${d('9')} under generation 1 was refused (desired_schema_invalid: schema.sql failed: relation "customers" does not exist); the database is read again at 2026-12-01T12:10:00Z, or at once when the desired schema or the spec changes.`], 'a schema\'s refusal says when it is read again');
 });
