@@ -89,16 +89,38 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     recreated.targets.add(`TRIGGER ${quoteIdent(t.name)} ON ${t.table}`);
   }
 
-  // 2. Views reading anything that is dropped, re-typed or redefined leave first, dependents before what they read.
-  const viewsToDrop = viewsReadingChanges(actual.views, diff.tables.altered, [
+  // 2. Views reading anything that is dropped, re-typed or redefined leave first, dependents before what they read; with
+  // them the routines whose signature uses a leaving view's row type (PostgreSQL cannot drop a type a signature uses),
+  // made again with the views, and in turn the views that call those routines.
+  const viewsReading = (going: Iterable<string>) => viewsReadingChanges(actual.views, diff.tables.altered, [
     ...droppedTables,
     ...diff.views.removed.map((v) => v.key),
     ...changedFrom(diff.views).map((v) => v.key),
     ...diff.sequences.removed.map((s) => s.key),
-    ...routinesGoing,
+    ...going,
     ...enumColumns.map((c) => c.table.key),
   ]);
-  for (const view of dependencyOrder(actual.views.filter((v) => viewsToDrop.has(v.key))).reverse()) {
+  let viewsToDrop = viewsReading(routinesGoing);
+  const onLeavingViews = (r: Routine) => r.viewRowTypes.some((v) => viewsToDrop.has(v));
+  for (let more = actual.routines.filter((r) => !routinesGoing.has(r.key) && onLeavingViews(r)); more.length > 0;
+    more = actual.routines.filter((r) => !routinesGoing.has(r.key) && onLeavingViews(r))) {
+    for (const r of more) routinesGoing.add(r.key);
+    viewsToDrop = viewsReading(routinesGoing);
+  }
+  const routinesDroppedWithViews = actual.routines.filter((r) => routinesGoing.has(r.key) && onLeavingViews(r));
+  const droppedWithViews = new Set(routinesDroppedWithViews.map((r) => r.key));
+  const leaving = [
+    ...actual.views.filter((v) => viewsToDrop.has(v.key)).map((view) => ({ key: view.key, dependsOn: view.dependsOn, view })),
+    ...routinesDroppedWithViews.map((routine) => ({ key: routine.key, dependsOn: routine.viewRowTypes, routine })),
+  ];
+  for (const node of dependencyOrder<{ key: string; dependsOn: readonly string[]; view?: View; routine?: Routine }>(leaving).reverse()) {
+    if (node.routine) {
+      const stays = desired.routines.some((d) => d.key === node.routine!.key);
+      emit(`DROP ${node.routine.kind.toUpperCase()} ${node.routine.key}`, stays ? {} : { destructive: 'drop_routine' });
+      recreated.targets.add(routineTarget(node.routine));
+      continue;
+    }
+    const view = node.view!;
     emit(`DROP ${view.materialized ? 'MATERIALIZED VIEW' : 'VIEW'} ${view.key}`, desiredViews.has(view.key) ? {} : { destructive: 'drop_view' });
     recreated.relations.add(view.key);
     for (const i of view.indexes) recreated.targets.add(indexTarget(view.schema, i.name));
@@ -158,7 +180,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   }
 
   // 7. Routines whose signature holds but whose header changes (nothing reads them any more).
-  for (const r of routinesRecreated) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`);
+  for (const r of routinesRecreated.filter((r) => !droppedWithViews.has(r.key))) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`);
   for (const r of routinesRecreated) recreated.targets.add(routineTarget(r));
 
   // 8. New schemas and extensions, extensions that move or change version.
@@ -189,7 +211,8 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
 
   // 10. Routines that need no table or view (bodies not parsed at creation, no row type in the signature), so tables
   // may use them and they may name tables yet to come.
-  const routinesToCreate = [...diff.routines.added, ...changedTo(diff.routines)];
+  const unchangedButDropped = desired.routines.filter((r) => droppedWithViews.has(r.key) && !changedTo(diff.routines).some((c) => c.key === r.key));
+  const routinesToCreate = [...diff.routines.added, ...changedTo(diff.routines), ...unchangedButDropped];
   const usesViewRowType = (r: Routine) => r.viewRowTypes.length > 0;
   for (const r of routinesToCreate.filter((r) => !r.afterTables && !usesViewRowType(r))) emit(r.definition);
 
@@ -292,7 +315,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   for (const p of [...diff.policies.added, ...changedTo(diff.policies), ...policiesToRestore]) emit(p.definition, { privilege: true });
 
   // 20. What goes for good once nothing uses it: routines, types, extensions, then the schemas, now empty.
-  for (const r of diff.routines.removed) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`, { destructive: 'drop_routine' });
+  for (const r of diff.routines.removed.filter((r) => !droppedWithViews.has(r.key))) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`, { destructive: 'drop_routine' });
   for (const c of diff.composites.removed) emit(`DROP TYPE ${c.key}`, { destructive: 'drop_type' });
   for (const d of diff.domains.removed) emit(`DROP DOMAIN ${d.key}`, { destructive: 'drop_type' });
   for (const e of diff.enums.removed) emit(`DROP TYPE ${e.key}`, { destructive: 'drop_type' });
@@ -511,8 +534,7 @@ function viewsReadingChanges(views: readonly View[], altered: readonly TableDelt
   return result;
 }
 
-/** Views ordered so each comes after every view it reads (dependencies outside the list are ignored). */
-/** Each item after the items of the same list it depends on (by key); ties in key order. */
+/** Each item after the items of the same list it depends on (by key; others are ignored); ties in key order. */
 function dependencyOrder<T extends { key: string; dependsOn: readonly string[] }>(items: readonly T[]): T[] {
   const byKey = new Map(items.map((v) => [v.key, v]));
   const ordered: T[] = [];
