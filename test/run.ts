@@ -1,13 +1,13 @@
-// The suite's runner (`npm test`, or `npx tsx test/run.ts [tap flags] [test files]`): brings dist/ up to date, builds
-// the helm CLI when it is not cached, starts one PostgreSQL server, one control plane and the fake kubelet for the
-// whole run, runs tap over the test files with the stack's environment, stops everything, and prints as its last line
-// `N passed, M failed`, counted from tap's raw TAP so a file that crashed still counts. Exits non-zero when anything
-// failed, including the stack itself.
+// The suite's runner (`npm test`, or `npx tsx test/run.ts [tap flags] [test files]`): brings dist/ up to date, starts
+// one PostgreSQL server, one control plane and the fake kubelet for the whole run, runs tap over the test files with
+// the stack's environment while it builds the helm CLI when it is not cached, stops everything, and prints as its
+// last line `N passed, M failed`, counted from tap's raw TAP so a file that crashed still counts. Exits non-zero when
+// anything failed, including the stack itself.
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { buildDist } from '../tools/stack/build.js';
-import { buildOrLocateHelm, HELM_BIN_ENV } from '../tools/stack/helm.js';
+import { buildHelmAside } from '../tools/stack/helm.js';
 import { defaultImages } from '../tools/stack/kubelet/images.js';
 import { REPO_ROOT } from '../tools/stack/paths.js';
 import { onInterrupt, trackGroup } from '../tools/stack/processes.js';
@@ -82,16 +82,6 @@ try {
   say(`${(e as Error).message}\nthe runner image runs from source instead`);
 }
 
-// The helm CLI for the chart's tests, built once here (minutes, the first time) rather than by a test under a timeout.
-let helmFailure = 0;
-const helmEnv: Record<string, string> = {};
-try {
-  helmEnv[HELM_BIN_ENV] = await buildOrLocateHelm();
-} catch (e) {
-  helmFailure = 1;
-  say(`helm could not be built; the chart's tests will fail: ${(e as Error).message}`);
-}
-
 let stack: Stack | undefined;
 let stackFailure = 0;
 try {
@@ -103,7 +93,18 @@ try {
   say(`the test stack did not start; tests that need it will fail: ${(e as Error).message}`);
 }
 
-const { counts, exitCode } = await runTap([...flags, ...selected], { ...stack?.env, ...helmEnv });
+// The helm CLI for the chart's tests (minutes of compiling, the first time), built beside the tests rather than before
+// them: at the lowest CPU priority it takes the cycles the tests leave idle, and a chart test that starts first
+// waits for it on the build script's lock. Started after the control plane so that it reuses the packages the control
+// plane's build compiled (tools/lib/shared-pins.sh).
+let helmFailure = 0;
+const helmBuilt = buildHelmAside().then(() => undefined, (e: unknown) => {
+  helmFailure = 1;
+  say(`helm could not be built; the chart's tests fail: ${(e as Error).message}`);
+});
+
+const { counts, exitCode } = await runTap([...flags, ...selected], stack?.env ?? {});
+await helmBuilt;
 const failures = [...counts.failures];
 if (buildFailure) failures.push('npm run build failed (its output is above)');
 if (helmFailure) failures.push('tools/helm/build.sh failed (its output is above)');

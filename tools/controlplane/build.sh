@@ -17,6 +17,8 @@ ready() { have_all; }
 tag=controlplane result=$OUT
 # shellcheck source=../lib/go-cache.sh
 . "$here/../lib/go-cache.sh"
+# shellcheck source=../lib/shared-pins.sh
+. "$here/../lib/shared-pins.sh"
 
 build_kube() {
   # Work on a scratch copy so a build never rewrites the committed go.mod/go.sum.
@@ -35,6 +37,7 @@ build_kube() {
   done
   # Record every tool, not only the missing ones, so the go.mod/go.sum kept below stay complete.
   go get -tool "${all[@]}" >&2
+  apply_shared_pins "$K8S" "${PTAH_HELM_VERSION:-v4.3.2}"
   local minor; minor=$(echo "$K8S" | cut -d. -f2)
   local ldf="-s -w" pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do

@@ -12,13 +12,19 @@ ready() { [ -x "$OUT/helm" ] && "$OUT/helm" version --short >/dev/null 2>&1; }
 tag=helm result=$OUT/helm
 # shellcheck source=../lib/go-cache.sh
 . "$here/../lib/go-cache.sh"
+# shellcheck source=../lib/shared-pins.sh
+. "$here/../lib/shared-pins.sh"
 # Work on a scratch copy so a build never rewrites the committed go.mod/go.sum.
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
 cp "$here/go.mod" "$w/"; [ -f "$here/go.sum" ] && cp "$here/go.sum" "$w/"
 cd "$w"
 go get -tool "helm.sh/helm/v4/cmd/helm@$HELM" >&2
+apply_shared_pins "${PTAH_K8S_VERSION:-v1.37.2}" "$HELM"
 log "building helm $HELM"
-go build -p 2 -trimpath -buildvcs=false \
+# The control plane's flags and tags (tools/controlplane/build.sh), so that the packages both compile are compiled
+# once: notest leaves apimachinery's fuzzing helpers out (test-only code); helm links no grpc, so grpcnotrace changes
+# nothing of its own.
+go build -p 2 -trimpath -buildvcs=false -tags=notest,grpcnotrace \
   -ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$HELM -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
   -o "$OUT/helm" helm.sh/helm/v4/cmd/helm
 # Keep the resolved files so they can be committed when the pin changes.
