@@ -8,14 +8,15 @@
 // the process is that replica. A PtahSchema and a PtahMigration converge, held to PostgreSQL's own tables; then
 // `helm upgrade` to a new manager build (another image tag; tools/stack/variants.ts's manager-only release, its
 // executor the same) lands while a migration Apply sleeps in its database: the old process is stopped with SIGTERM,
-// as a Recreate rollout stops it, and the new one, started from the upgraded Deployment, adopts the Apply.
+// as a Recreate rollout stops it, and the new one, started from the upgraded Deployment, adopts the Apply. Last, `helm
+// uninstall` leaves the CRDs, every resource and every database as they were.
 import t from 'tap';
 import { randomBytes, randomInt } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { connect, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AppsV1Api, CoreV1Api, type V1ConfigMap, type V1Job, type V1Lease, type V1Pod, type V1Secret } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, type V1ConfigMap, type V1Job, type V1Lease, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import pg from 'pg';
 import { pino } from 'pino';
 import { Informer } from '../../src/controller/informer.js';
@@ -37,6 +38,7 @@ import { variantDir, variantExecutorIdentity } from '../../tools/stack/variants.
 import { waitFor } from '../../tools/stack/wait.js';
 import { runCommand } from '../harness/command.js';
 import { launchManagerProcess, LEADING, managerEnv, sourceEntry, type ManagerProcess } from '../harness/manager-process.js';
+import { catalogFacts } from './executor-helpers.js';
 import { sampleObjects } from './operator-install.js';
 import { slowFiles, sleepingSessions, VERSIONS } from './slow-apply.js';
 
@@ -336,4 +338,27 @@ t.test('helm upgrade to a new manager build while an Apply runs: the new replica
     t.equal(conditionOf(approval, 'Consumed')?.status, 'True', `${name}: its approval was spent`);
     t.notOk(conditionOf(approval, 'Stale'), `${name}: and never went Stale`);
   }
+});
+
+t.test('helm uninstall leaves the CRDs, the resources and the databases as they were', async (t) => {
+  const kinds = [KINDS.PtahMigration.kind, KINDS.PtahSchema.kind, KINDS.PtahMigrationPlan.kind, KINDS.PtahSchemaPlan.kind];
+  const resources = async () => (await Promise.all(kinds.map(async (kind) => (await admin.list(API_VERSION, kind, shop)).map((o) => `${kind}/${o.metadata?.name} ${o.metadata?.uid}`)))).flat().sort();
+  // Each database's schema, as the catalog reads it, and the executor's own records in it.
+  const databaseState = async () => Promise.all(databases.map(async (db) => ({
+    facts: await catalogFacts(db.url),
+    history: await sql(db, 'SELECT to_regclass(\'ptah_migrations.history\') IS NOT NULL AS present').then(async ([r]) => (r?.present ? historyIn(db) : [])),
+  })));
+  // Nothing runs while the chart goes: the replica is stopped first, as the Deployment's deletion would stop it.
+  await manager?.stop();
+  manager = undefined;
+  const [resourcesBefore, databasesBefore] = [await resources(), await databaseState()];
+  t.ok(resourcesBefore.length >= 4 && databasesBefore.some((d) => d.history.length > 0), `fixture: ${resourcesBefore.length} resources, and databases with history`);
+
+  const uninstalled = await helmRun(['uninstall', 'ptah', '--namespace', NS]);
+  t.equal(uninstalled.code, 0, `helm uninstall ${uninstalled.stderr.trim()}`);
+  await waitFor(async () => ((await apps.listNamespacedDeployment({ namespace: NS })).items.length === 0 ? true : undefined), { what: 'the chart\'s Deployment to go', timeoutMs: 60_000 });
+  const crds = (await kc.makeApiClient(ApiextensionsV1Api).listCustomResourceDefinition()).items;
+  t.equal(crds.filter((c) => c.metadata?.name?.endsWith('.operator.ptah.run')).length, Object.keys(KINDS).length, 'every CRD is kept');
+  t.same(await resources(), resourcesBefore, 'every resource and plan is kept, with its UID');
+  t.same(await databaseState(), databasesBefore, 'every database holds what it held: the same catalog, the same history');
 });
