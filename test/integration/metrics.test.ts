@@ -142,7 +142,10 @@ t.test('the manager\'s /metrics reports resources, Job outcomes, an unresolved r
   const recorded = await w.waitFor('slow', 'the run recorded unresolved', (m) => (m.status?.unresolvedRun && !m.status.activeOperation ? m : undefined));
   const run = recorded.status!.unresolvedRun!;
   t.equal(run.outcome, 'Unknown', 'fixture: the run is Unknown');
-  const owed = await scrapeUntil('the unresolved run', (s) => value(s, 'ptah_operator_unresolved_runs', fam) === 1);
+  // The record is written Blocked, then a History reading (phase Reading) may try to settle it and leaves it Blocked
+  // again: wait for a scrape outside that reading.
+  const owed = await scrapeUntil('the unresolved run, no reading in flight', (s) => value(s, 'ptah_operator_unresolved_runs', fam) === 1 &&
+    (value(s, 'ptah_operator_claims_in_flight', { ...fam, operation: 'History' }) ?? 0) === 0);
   t.equal(value(owed, 'ptah_operator_unresolved_runs', fam), 1, 'the unresolved-run gauge is 1 while the run waits for a person');
   t.equal(value(owed, 'ptah_operator_job_outcomes_total', { family: fam.family, operation: 'Apply', outcome: 'Unknown' }), 1, 'the deleted Job counted as Unknown');
   t.equal(value(owed, 'ptah_operator_job_outcomes_total', { family: fam.family, operation: 'Apply', outcome: 'Applied' }), 1, 'the earlier Applied stays counted once');

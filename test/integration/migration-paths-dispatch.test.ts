@@ -322,6 +322,8 @@ t.test('a finalizer with no claim and no record is removed by the next pass befo
 
   await w.startController(undefined, { ...MANAGER, controllerStateVersion: added.status!.executionBinding!.controllerStateVersion + 1 });
   await w.waitFor('orders', 'the binding rotated', (m) => (m.status?.executionBinding?.epoch !== epoch ? m : undefined));
+  // The GET above can see the rotation before the test's own watch delivers it: wait for the watch too.
+  await waitFor(async () => states.some((s) => s.status?.executionBinding?.epoch !== epoch) || undefined, { what: 'the watch delivered the rotation', timeoutMs: 15_000 });
   const later = states.slice(states.findIndex((s) => s.metadata.resourceVersion === added.metadata.resourceVersion) + 1);
   const first = later[0];
   t.ok(first, 'fixture: the watch saw the writes after the finalizer was added');
