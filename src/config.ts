@@ -4,8 +4,10 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Ajv, type ErrorObject } from 'ajv';
+import { DURATION_PATTERN, parseDuration } from './shared/api/duration.js';
 import { INSTALL, MANAGER_USERNAME } from './shared/api/names.js';
 import { ownExecutorIdentity } from './shared/executor-identity.js';
+import { leaderElectionTimingProblem, type LeaderElectionTiming } from './controller/leaderelection.js';
 
 export interface Config {
   listenHost: string;
@@ -25,6 +27,13 @@ export interface Config {
   watchNamespace?: string;
   /** Off: this replica serves admission only. The controller never runs without holding the manager Lease. */
   leaderElection: boolean;
+  /**
+   * client-go's timings, as Go durations: a follower takes over a Lease left unrenewed this long, a leader that
+   * cannot renew for the renew deadline stops leading, and attempts come every retry period.
+   */
+  leaseDuration: string;
+  renewDeadline: string;
+  retryPeriod: string;
   workers: number;
   controllerImage: string;
   runnerImage: string;
@@ -57,6 +66,9 @@ const SETTINGS: readonly Setting[] = [
   { key: 'leaseNamespace', flag: 'lease-namespace', env: 'PTAH_LEASE_NAMESPACE', type: 'string', meaning: 'where the leader-election Lease (and the Leases of realms named by a PtahRealm) live' },
   { key: 'watchNamespace', flag: 'watch-namespace', env: 'PTAH_WATCH_NAMESPACE', type: 'string', unset: '(every namespace)', meaning: 'reconcile the resources of this namespace only' },
   { key: 'leaderElection', flag: 'leader-election', env: 'PTAH_LEADER_ELECTION', type: 'string', meaning: 'without it (--no-leader-election) the replica serves admission only' },
+  { key: 'leaseDuration', flag: 'leader-election-lease-duration', env: 'PTAH_LEADER_ELECTION_LEASE_DURATION', type: 'string', meaning: 'a replica takes over a manager Lease left unrenewed this long (a killed leader\'s successor waits it out)' },
+  { key: 'renewDeadline', flag: 'leader-election-renew-deadline', env: 'PTAH_LEADER_ELECTION_RENEW_DEADLINE', type: 'string', meaning: 'a leader that cannot renew for this long stops leading and exits; below the lease duration' },
+  { key: 'retryPeriod', flag: 'leader-election-retry-period', env: 'PTAH_LEADER_ELECTION_RETRY_PERIOD', type: 'string', meaning: 'time between attempts to acquire or renew; the renew deadline must exceed it by 20 %' },
   { key: 'workers', flag: 'workers', env: 'PTAH_WORKERS', type: 'string', meaning: 'reconcile workers per controller (one key is never handled by two at once)' },
   { key: 'controllerImage', flag: 'controller-image', env: 'PTAH_CONTROLLER_IMAGE', type: 'string', meaning: 'the manager image the operation Jobs record' },
   { key: 'runnerImage', flag: 'runner-image', env: 'PTAH_RUNNER_IMAGE', type: 'string', meaning: 'the image the operation Jobs run; it must carry this release\'s executor (the runner refuses another)' },
@@ -95,9 +107,11 @@ export function helpText(): string {
     '       ptah-manager --help | --version',
     '',
   ];
+  const flagWidth = Math.max(...SETTINGS.map((s) => s.flag.length));
+  const envWidth = Math.max(...SETTINGS.map((s) => s.env.length));
   for (const s of SETTINGS) {
     const value = (DEFAULTS as Partial<Record<keyof Config, unknown>>)[s.key];
-    lines.push(`  --${s.flag.padEnd(18)} ${s.env.padEnd(24)} default ${value === undefined ? s.unset ?? '(none)' : String(value)}`, `      ${s.meaning}`);
+    lines.push(`  --${s.flag.padEnd(flagWidth)} ${s.env.padEnd(envWidth)} default ${value === undefined ? s.unset ?? '(none)' : String(value)}`, `      ${s.meaning}`);
   }
   return `${lines.join('\n')}\n`;
 }
@@ -110,7 +124,7 @@ const IMAGE = '^[a-z0-9][A-Za-z0-9._/:@-]{0,511}$';
 const SCHEMA = {
   type: 'object',
   additionalProperties: false,
-  required: ['listenHost', 'port', 'managerUsername', 'leaseNamespace', 'leaderElection', 'workers', 'controllerImage', 'runnerImage', 'revision', 'logLevel', 'readTimeoutMs'],
+  required: ['listenHost', 'port', 'managerUsername', 'leaseNamespace', 'leaderElection', 'leaseDuration', 'renewDeadline', 'retryPeriod', 'workers', 'controllerImage', 'runnerImage', 'revision', 'logLevel', 'readTimeoutMs'],
   properties: {
     listenHost: { type: 'string', minLength: 1, maxLength: 253 },
     port: { type: 'integer', minimum: 0, maximum: 65535 },
@@ -120,6 +134,9 @@ const SCHEMA = {
     leaseNamespace: { type: 'string', pattern: `^${DNS_LABEL}$` },
     watchNamespace: { type: 'string', pattern: `^${DNS_LABEL}$`, maxLength: 63 },
     leaderElection: { type: 'boolean' },
+    leaseDuration: { type: 'string', pattern: DURATION_PATTERN, maxLength: 32 },
+    renewDeadline: { type: 'string', pattern: DURATION_PATTERN, maxLength: 32 },
+    retryPeriod: { type: 'string', pattern: DURATION_PATTERN, maxLength: 32 },
     workers: { type: 'integer', minimum: 1, maximum: 64 },
     controllerImage: { type: 'string', pattern: IMAGE },
     runnerImage: { type: 'string', pattern: IMAGE },
@@ -135,6 +152,9 @@ export const DEFAULTS = {
   managerUsername: MANAGER_USERNAME,
   leaseNamespace: INSTALL.namespace,
   leaderElection: true,
+  leaseDuration: '15s',
+  renewDeadline: '10s',
+  retryPeriod: '2s',
   workers: 2,
   controllerImage: 'localhost/ptah-operator:dev',
   runnerImage: 'localhost/ptah-operator:dev',
@@ -178,7 +198,18 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   }
 
   if (!validate(raw)) throw new ConfigError(`invalid configuration: ${describe(validate.errors ?? [])}`);
-  return raw as unknown as Config;
+  const config = raw as unknown as Config;
+  const problem = leaderElectionTimingProblem(leaderElectionTiming(config));
+  if (problem) {
+    const flags = SETTINGS.filter((s) => ['leaseDuration', 'renewDeadline', 'retryPeriod'].includes(s.key)).map((s) => `--${s.flag} (${s.env})`);
+    throw new ConfigError(`invalid configuration: ${problem}; set ${flags.join(', ')} accordingly`);
+  }
+  return config;
+}
+
+/** The leader-election timings in milliseconds, as the elector takes them. */
+export function leaderElectionTiming(config: Pick<Config, 'leaseDuration' | 'renewDeadline' | 'retryPeriod'>): LeaderElectionTiming {
+  return { leaseDurationMs: parseDuration(config.leaseDuration), renewDeadlineMs: parseDuration(config.renewDeadline), retryPeriodMs: parseDuration(config.retryPeriod) };
 }
 
 function describe(errors: ErrorObject[]): string {

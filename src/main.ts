@@ -2,7 +2,7 @@
 // replica that holds the manager Lease), and an orderly shutdown. Every decision lives in the modules it wires.
 import closeWithGrace from 'close-with-grace';
 import { ensureDevCertificates } from '../certs/generate.js';
-import { ConfigError, helpText, informationRequest, loadConfig, versionText, type Config } from './config.js';
+import { ConfigError, helpText, informationRequest, leaderElectionTiming, loadConfig, versionText, type Config } from './config.js';
 import { startController, type ManagerHandle } from './controller/manager.js';
 import { registerMigrationController } from './controller/migration/register.js';
 import { registerSchemaController } from './controller/schema/register.js';
@@ -87,6 +87,7 @@ async function main(): Promise<void> {
         logger,
         leaseNamespace: config.leaseNamespace,
         leaseName: MANAGER_LEASE,
+        leaderElection: leaderElectionTiming(config),
         workers: config.workers,
         // As controller-runtime does: a replica that lost its Lease exits, and its restart contends again.
         onLeadershipLost: () => closer.close(),

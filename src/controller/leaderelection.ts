@@ -51,6 +51,25 @@ export interface LeaderElectionOptions {
 // client-go's JitterFactor: acquire retries wait retryPeriod·(1 + up to 0.2).
 const JITTER = 0.2;
 
+export interface LeaderElectionTiming {
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+}
+
+/**
+ * What makes these timings unsafe, or undefined. A leader must give up (renew deadline) before a follower may take
+ * over (lease duration), and must get more than one jittered attempt at renewing in between.
+ */
+export function leaderElectionTimingProblem({ leaseDurationMs, renewDeadlineMs, retryPeriodMs }: LeaderElectionTiming): string | undefined {
+  if (!(leaseDurationMs >= 1000)) return `the lease duration must be at least 1 s, got ${leaseDurationMs} ms`;
+  if (!(leaseDurationMs > renewDeadlineMs)) return `the lease duration (${leaseDurationMs} ms) must be greater than the renew deadline (${renewDeadlineMs} ms)`;
+  if (!(retryPeriodMs > 0) || !(renewDeadlineMs > retryPeriodMs * (1 + JITTER))) {
+    return `the renew deadline (${renewDeadlineMs} ms) must be greater than the retry period (${retryPeriodMs} ms) × ${1 + JITTER}`;
+  }
+  return undefined;
+}
+
 export class LeaderElector {
   readonly identity: string;
   private readonly opts: Required<Omit<LeaderElectionOptions, 'identity'>>;
@@ -68,11 +87,8 @@ export class LeaderElector {
     const renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
     const retryPeriodMs = options.retryPeriodMs ?? 2_000;
     if (!options.namespace || !options.name) throw new Error('leader election needs the Lease namespace and name');
-    if (!(leaseDurationMs >= 1000)) throw new Error(`leaseDuration must be at least 1 s, got ${leaseDurationMs} ms`);
-    if (!(leaseDurationMs > renewDeadlineMs)) throw new Error(`leaseDuration (${leaseDurationMs} ms) must be greater than renewDeadline (${renewDeadlineMs} ms)`);
-    if (!(retryPeriodMs > 0) || !(renewDeadlineMs > retryPeriodMs * (1 + JITTER))) {
-      throw new Error(`renewDeadline (${renewDeadlineMs} ms) must be greater than retryPeriod (${retryPeriodMs} ms) × ${1 + JITTER}`);
-    }
+    const problem = leaderElectionTimingProblem({ leaseDurationMs, renewDeadlineMs, retryPeriodMs });
+    if (problem) throw new Error(problem);
     this.identity = options.identity ?? `${hostname()}_${randomUUID()}`;
     this.opts = {
       ...options,

@@ -83,6 +83,10 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     '--controller-image', options.controllerImage,
     '--revision', options.revision,
     '--log-level', options.logLevel ?? 'debug',
+    // A killed leader's successor waits out the Lease: short timings keep the many kills of the suite quick.
+    '--leader-election-lease-duration', '5s',
+    '--leader-election-renew-deadline', '4s',
+    '--leader-election-retry-period', '500ms',
   ];
   return launchManagerProcess({
     name: options.name, logFile: options.logFile, args, env: managerEnv(), url: `https://127.0.0.1:${options.port}`, caPem: options.caPem,

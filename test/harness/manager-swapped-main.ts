@@ -2,7 +2,7 @@
 // migration controllers) except that the dispatch order has two steps exchanged (`--swap a,b`, swapped() in
 // src/shared/lifecycle/dispatch.ts). The crash-window tests run it to see their assertions fail against a wrong
 // order. It lives under test/ so no production build can start it; src/ reads no switch for it.
-import { loadConfig } from '../../src/config.js';
+import { leaderElectionTiming, loadConfig } from '../../src/config.js';
 import { startController } from '../../src/controller/manager.js';
 import { migrationControllerRegistration } from '../../src/controller/migration/register.js';
 import { schemaControllerRegistration } from '../../src/controller/schema/register.js';
@@ -45,6 +45,7 @@ startController({
   logger,
   leaseNamespace: config.leaseNamespace,
   leaseName: 'ptah-operator.operator.ptah.run',
+  leaderElection: leaderElectionTiming(config),
   workers: config.workers,
   controllers: [schemaControllerRegistration({ manager, order, namespace: config.watchNamespace, leaseNamespace: config.leaseNamespace }), migrationControllerRegistration({ manager, order, namespace: config.watchNamespace, leaseNamespace: config.leaseNamespace })],
 });

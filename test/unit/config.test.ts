@@ -1,6 +1,6 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { ConfigError, DEFAULTS, helpText, informationRequest, loadConfig, versionText } from '../../src/config.js';
+import { ConfigError, DEFAULTS, helpText, informationRequest, leaderElectionTiming, loadConfig, versionText } from '../../src/config.js';
 import { ownExecutorIdentity } from '../../src/shared/executor-identity.js';
 
 t.test('defaults give a startable configuration', async (t) => {
@@ -31,6 +31,12 @@ t.test('flags and environment are read, flags win', async (t) => {
   t.match(config.runnerImage, /@sha256:a{64}$/);
 });
 
+t.test('leader-election timings: flags or environment, in milliseconds for the elector', async (t) => {
+  t.same(leaderElectionTiming(loadConfig([], {})), { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 }, 'client-go\'s defaults');
+  const fast = loadConfig(['--leader-election-lease-duration', '5s', '--leader-election-renew-deadline', '4s'], { PTAH_LEADER_ELECTION_RETRY_PERIOD: '500ms' });
+  t.same(leaderElectionTiming(fast), { leaseDurationMs: 5_000, renewDeadlineMs: 4_000, retryPeriodMs: 500 });
+});
+
 t.test('booleans from the environment', async (t) => {
   t.equal(loadConfig([], { PTAH_LEADER_ELECTION: 'false' }).leaderElection, false);
   t.equal(loadConfig(['--leader-election', 'true'], {}).leaderElection, true);
@@ -49,6 +55,11 @@ const bad: [string, string[], NodeJS.ProcessEnv, RegExp][] = [
   ['unknown log level', ['--log-level', 'loud'], {}, /--log-level \(PTAH_LOG_LEVEL\) must be equal to one of the allowed values/],
   ['unknown flag', ['--prot', '1'], {}, /invalid command line: .*--prot/],
   ['contradicting leader-election flags', ['--leader-election', 'true', '--no-leader-election'], {}, /contradict/],
+  ['lease duration not a duration', ['--leader-election-lease-duration', '15'], {}, /--leader-election-lease-duration \(PTAH_LEADER_ELECTION_LEASE_DURATION\) must match pattern/],
+  ['renew deadline not below the lease duration', ['--leader-election-renew-deadline', '15s'], {},
+    /lease duration \(15000 ms\) must be greater than the renew deadline \(15000 ms\); set --leader-election-lease-duration \(PTAH_LEADER_ELECTION_LEASE_DURATION\)/],
+  ['retry period too close to the renew deadline', [], { PTAH_LEADER_ELECTION_RETRY_PERIOD: '9s' }, /renew deadline \(10000 ms\) must be greater than the retry period \(9000 ms\)/],
+  ['lease duration under a second', ['--leader-election-lease-duration', '900ms', '--leader-election-renew-deadline', '500ms', '--leader-election-retry-period', '100ms'], {}, /at least 1 s/],
   ['read timeout above the admission timeout', ['--read-timeout-ms', '60000'], {}, /--read-timeout-ms/],
 ];
 
@@ -78,9 +89,10 @@ t.test('--help and --version, alone, are answered instead of starting', async (t
   const help = helpText();
   const flags = [...help.matchAll(/^  --([a-z-]+) +(PTAH_[A-Z_]+) +default (.*)$/gm)];
   t.same(flags.map((m) => m[1]), ['listen-host', 'port', 'cert-dir', 'manager-username', 'kubeconfig', 'lease-namespace', 'watch-namespace', 'leader-election',
-    'workers', 'controller-image', 'runner-image', 'revision', 'log-level', 'read-timeout-ms'], 'every flag, in order');
+    'leader-election-lease-duration', 'leader-election-renew-deadline', 'leader-election-retry-period', 'workers', 'controller-image', 'runner-image', 'revision', 'log-level', 'read-timeout-ms'], 'every flag, in order');
   for (const [, flag, env] of flags) t.doesNotThrow(() => loadConfig([], { [env!]: undefined }), `${flag} names its variable ${env}`);
-  t.match(help, `--port               PTAH_PORT                default ${DEFAULTS.port}`, 'with its default');
+  t.match(help, new RegExp(`--port +PTAH_PORT +default ${DEFAULTS.port}\n`), 'with its default');
+  t.equal(new Set(flags.map((m) => m[0]!.indexOf('PTAH_'))).size, 1, 'the variables stand in one column');
   t.match(help, /--cert-dir +PTAH_CERT_DIR +default \(none\)/, 'and says when there is none');
   const version = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version as string;
   t.equal(versionText(), `ptah-manager ${version}\nexecutor ${ownExecutorIdentity()}\n`, '--version: the release and the executor identity');

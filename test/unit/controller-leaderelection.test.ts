@@ -262,8 +262,8 @@ t.test('options are checked', async (t) => {
   const clock = new ManualClock();
   const store = new LeaseStore();
   t.throws(() => elector(store, clock, 'x', { leaseDurationMs: 500 }), /at least 1 s/);
-  t.throws(() => elector(store, clock, 'x', { leaseDurationMs: 10_000, renewDeadlineMs: 10_000 }), /greater than renewDeadline/);
-  t.throws(() => elector(store, clock, 'x', { renewDeadlineMs: 2_000, retryPeriodMs: 2_000 }), /greater than retryPeriod/);
+  t.throws(() => elector(store, clock, 'x', { leaseDurationMs: 10_000, renewDeadlineMs: 10_000 }), /greater than the renew deadline/);
+  t.throws(() => elector(store, clock, 'x', { renewDeadlineMs: 2_000, retryPeriodMs: 2_000 }), /greater than the retry period/);
   t.throws(() => elector(store, clock, 'x', { name: '' }), /namespace and name/);
   t.match(new LeaderElector({ client: store.client, namespace: 'ns', name: 'l', logger: silent, onStartedLeading: () => {}, onStoppedLeading: () => {} }).identity, /^.+_[0-9a-f-]{36}$/);
 });
