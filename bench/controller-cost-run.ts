@@ -235,7 +235,7 @@ interface Snapshot {
 
 async function snapshot(run: FamilyRun): Promise<Snapshot> {
   const manager = run.cw.manager!;
-  const [requests, figures] = await Promise.all([scrapeRequests(manager.url), processFigures(manager.pid)]);
+  const [requests, figures] = await Promise.all([scrapeRequests(manager.metricsUrl), processFigures(manager.pid)]);
   return { at: Date.now(), requests, cpuMs: figures.cpuSeconds * 1000, proxied: run.cw.proxy.requests.length, connections: run.cw.proxy.connections };
 }
 

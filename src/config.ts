@@ -12,6 +12,8 @@ import { leaderElectionTimingProblem, type LeaderElectionTiming } from './contro
 export interface Config {
   listenHost: string;
   port: number;
+  /** Port of the /metrics listener, on the same host address; 0 picks a free one. */
+  metricsPort: number;
   /** Directory holding tls.crt and tls.key; absent means "generate a development certificate". */
   certDir?: string;
   /** The manager's own identity as the API server authenticates it (system:serviceaccount:<ns>:<name>). */
@@ -56,7 +58,8 @@ interface Setting {
 
 const SETTINGS: readonly Setting[] = [
   { key: 'listenHost', flag: 'listen-host', env: 'PTAH_LISTEN_HOST', type: 'string', meaning: 'address the HTTPS service binds' },
-  { key: 'port', flag: 'port', env: 'PTAH_PORT', type: 'string', meaning: 'its port' },
+  { key: 'port', flag: 'port', env: 'PTAH_PORT', type: 'string', meaning: 'its port (admission, /healthz, /readyz)' },
+  { key: 'metricsPort', flag: 'metrics-port', env: 'PTAH_METRICS_PORT', type: 'string', meaning: 'port of /metrics, a listener of its own (same address and certificate)' },
   {
     key: 'certDir', flag: 'cert-dir', env: 'PTAH_CERT_DIR', type: 'string', unset: '(none)',
     meaning: 'directory with tls.crt and tls.key, reloaded when they change; without it a development certificate is generated into certs/out/',
@@ -124,10 +127,11 @@ const IMAGE = '^[a-z0-9][A-Za-z0-9._/:@-]{0,511}$';
 const SCHEMA = {
   type: 'object',
   additionalProperties: false,
-  required: ['listenHost', 'port', 'managerUsername', 'leaseNamespace', 'leaderElection', 'leaseDuration', 'renewDeadline', 'retryPeriod', 'workers', 'controllerImage', 'runnerImage', 'revision', 'logLevel', 'readTimeoutMs'],
+  required: ['listenHost', 'port', 'metricsPort', 'managerUsername', 'leaseNamespace', 'leaderElection', 'leaseDuration', 'renewDeadline', 'retryPeriod', 'workers', 'controllerImage', 'runnerImage', 'revision', 'logLevel', 'readTimeoutMs'],
   properties: {
     listenHost: { type: 'string', minLength: 1, maxLength: 253 },
     port: { type: 'integer', minimum: 0, maximum: 65535 },
+    metricsPort: { type: 'integer', minimum: 0, maximum: 65535 },
     certDir: { type: 'string', minLength: 1 },
     managerUsername: { type: 'string', pattern: `^system:serviceaccount:${DNS_LABEL}:${DNS_SUBDOMAIN}$`, maxLength: 330 },
     kubeconfig: { type: 'string', minLength: 1 },
@@ -149,6 +153,7 @@ const SCHEMA = {
 export const DEFAULTS = {
   listenHost: '0.0.0.0',
   port: 9443,
+  metricsPort: 8443,
   managerUsername: MANAGER_USERNAME,
   leaseNamespace: INSTALL.namespace,
   leaderElection: true,
@@ -199,6 +204,9 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
 
   if (!validate(raw)) throw new ConfigError(`invalid configuration: ${describe(validate.errors ?? [])}`);
   const config = raw as unknown as Config;
+  if (config.port !== 0 && config.port === config.metricsPort) {
+    throw new ConfigError(`invalid configuration: --port (PTAH_PORT) and --metrics-port (PTAH_METRICS_PORT) are both ${config.port}; /metrics needs a port of its own`);
+  }
   const problem = leaderElectionTimingProblem(leaderElectionTiming(config));
   if (problem) {
     const flags = SETTINGS.filter((s) => ['leaseDuration', 'renewDeadline', 'retryPeriod'].includes(s.key)).map((s) => `--${s.flag} (${s.env})`);

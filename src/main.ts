@@ -12,7 +12,7 @@ import { createUncachedReader, loadKubeConfig } from './shared/kube.js';
 import { createLogger } from './shared/logger.js';
 import { enableDefaultMetrics } from './shared/metrics.js';
 import { ServingCertificate } from './shared/tls.js';
-import { buildServer } from './webhook/server.js';
+import { buildMetricsServer, buildServer } from './webhook/server.js';
 
 /** The Lease the manager replicas contend for; its holder runs the controllers. */
 const MANAGER_LEASE = 'ptah-operator.operator.ptah.run';
@@ -62,6 +62,7 @@ async function main(): Promise<void> {
     // not drop out of the webhook Service, or its own fail-closed writes would be refused.
     ready: () => !controllerFailed,
   });
+  const metricsServer = await buildMetricsServer({ logger, certificate });
 
   const closer = closeWithGrace({ delay: 20_000, logger }, async ({ signal, err }) => {
     if (err) logger.error({ err }, 'shutting down after an unexpected error');
@@ -69,10 +70,11 @@ async function main(): Promise<void> {
     // The controller first (it stops reconciling, then releases the Lease), then the service it depends on.
     await controller?.stop();
     certificate.stop();
-    await server.close();
+    await Promise.all([server.close(), metricsServer.close()]);
   });
 
   await server.listen({ host: config.listenHost, port: config.port });
+  await metricsServer.listen({ host: config.listenHost, port: config.metricsPort });
 
   // The controller starts after the webhook listens, so the writes the elected leader makes meet a serving webhook.
   if (config.leaderElection) {

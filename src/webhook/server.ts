@@ -1,6 +1,8 @@
-// The manager's one HTTPS service: the admission routes (routes.ts), /healthz, /readyz and /metrics. buildServer
-// composes them; it never listens and installs no process handlers, so tests drive it through inject() or on port
-// 0, and main.ts owns the lifecycle.
+// The manager's two HTTPS services: the admission routes (routes.ts) with /healthz and /readyz (buildServer), and
+// /metrics on a listener of its own (buildMetricsServer), so that scrapes never hold the connection slots and the
+// queue that admission and the kubelet's probes are served from. Both share one guarded TLS listener shape; neither
+// listens or installs process handlers, so tests drive them through inject() or on port 0, and main.ts owns the
+// lifecycle.
 import { STATUS_CODES, type OutgoingHttpHeader, type ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import helmet from '@fastify/helmet';
@@ -198,9 +200,21 @@ function metricsHooks(webhook: string) {
   };
 }
 
-export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
+/** What both services are built on. */
+interface ListenerDeps {
+  certificate: ServingCertificate;
+  logger: Logger | false;
+  bodyLimit: number;
+  limits?: Partial<ServerLimits>;
+}
+
+/**
+ * A Fastify instance on the guarded TLS listener (connections.ts), following the certificate's reloads, with the
+ * security headers on every answer and errors answered without internals.
+ */
+async function guardedApp(deps: ListenerDeps): Promise<WebhookServer> {
   const { certificate } = deps;
-  const requestTimeout = deps.config.limits?.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  const requestTimeout = deps.limits?.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const greetingTimeout = Math.min(GREETING_TIMEOUT_MS, requestTimeout);
   const headers = await securityHeaders();
   const app = Fastify({
@@ -213,14 +227,14 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
         headersTimeout: greetingTimeout,
         requestTimeout,
         connectionsCheckingInterval: Math.min(CONNECTION_CHECK_INTERVAL_MS, requestTimeout),
-      }, handler, deps.config.limits?.maxConnections ?? MAX_CONNECTIONS);
+      }, handler, deps.limits?.maxConnections ?? MAX_CONNECTIONS);
       server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
       server.setTimeout(STALLED_CONNECTION_MS);
       return server;
     },
     // The factory makes the server; this only tells Fastify it is HTTPS (its listening address says https://).
     https: {},
-    bodyLimit: deps.config.bodyLimit ?? BODY_LIMIT,
+    bodyLimit: deps.bodyLimit,
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     // Judge the request exactly as sent: no coercion, no defaults, no stripped properties.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
@@ -250,6 +264,12 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
     // Malformed JSON, a body that is not an AdmissionReview, an oversized body: the client's mistake, named.
     return reply.code(status).send({ statusCode: status, error: STATUS_CODES[status], message: error.message });
   });
+  return app;
+}
+
+export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
+  const { certificate } = deps;
+  const app = await guardedApp({ certificate, logger: deps.logger, bodyLimit: deps.config.bodyLimit ?? BODY_LIMIT, limits: deps.config.limits });
 
   for (const [path, judge] of Object.entries(ADMISSION_ROUTES)) {
     app.post(path, { schema: { body: ADMISSION_REVIEW_SCHEMA }, ...metricsHooks(path) }, async (req) => {
@@ -303,8 +323,23 @@ export async function buildServer(deps: ServerDeps): Promise<WebhookServer> {
     return { status: 'ready' };
   });
 
+  return app;
+}
+
+export interface MetricsServerDeps {
+  logger: Logger | false;
+  /** The same serving pair as the admission service: a scraper verifies it with the same CA. */
+  certificate: ServingCertificate;
+  limits?: Partial<ServerLimits>;
+}
+
+/** Scrapes send no body; anything past this is refused before it is read. */
+const METRICS_BODY_LIMIT = 1024;
+
+/** GET /metrics, on its own listener. */
+export async function buildMetricsServer(deps: MetricsServerDeps): Promise<WebhookServer> {
+  const app = await guardedApp({ certificate: deps.certificate, logger: deps.logger, bodyLimit: METRICS_BODY_LIMIT, limits: deps.limits });
   const scrape = coalescedScrape();
   app.get('/metrics', { logLevel: 'warn' }, async (_req, reply) => reply.type(registry.contentType).send(await scrape()));
-
   return app;
 }

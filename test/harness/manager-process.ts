@@ -19,6 +19,8 @@ export interface ManagerProcessOptions {
   certDir: string;
   caPem: string;
   port: number;
+  /** Where /metrics listens. */
+  metricsPort: number;
   leaseNamespace: string;
   /** The one namespace it reconciles (`--watch-namespace`): test files share the control plane and run side by side. */
   watchNamespace: string;
@@ -47,6 +49,8 @@ export interface ManagerProcess {
   name: string;
   pid: number;
   url: string;
+  /** Where /metrics is served (same host and certificate). */
+  metricsUrl: string;
   logFile: string;
   readonly exited: Promise<ProcessExit>;
   /** SIGKILL to the process group; resolves once the leader is gone. */
@@ -77,6 +81,7 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     '--cert-dir', options.certDir,
     '--listen-host', '127.0.0.1',
     '--port', String(options.port),
+    '--metrics-port', String(options.metricsPort),
     '--lease-namespace', options.leaseNamespace,
     '--watch-namespace', options.watchNamespace,
     '--runner-image', options.runnerImage,
@@ -89,7 +94,8 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     '--leader-election-retry-period', '500ms',
   ];
   return launchManagerProcess({
-    name: options.name, logFile: options.logFile, args, env: managerEnv(), url: `https://127.0.0.1:${options.port}`, caPem: options.caPem,
+    name: options.name, logFile: options.logFile, args, env: managerEnv(), url: `https://127.0.0.1:${options.port}`,
+    metricsUrl: `https://127.0.0.1:${options.metricsPort}`, caPem: options.caPem,
   });
 }
 
@@ -100,8 +106,9 @@ export interface ManagerLaunch {
   /** node's arguments: the entry and anything before it. */
   args: string[];
   env: NodeJS.ProcessEnv;
-  /** Where it serves /healthz, and the CA its serving certificate chains to. */
+  /** Where it serves /healthz and /metrics, and the CA its serving certificate chains to. */
   url: string;
+  metricsUrl: string;
   caPem: string;
 }
 
@@ -115,6 +122,7 @@ export async function launchManagerProcess(launch: ManagerLaunch): Promise<Manag
     name: launch.name,
     pid: child.pid,
     url: launch.url,
+    metricsUrl: launch.metricsUrl,
     logFile: launch.logFile,
     exited: child.exited,
     async kill() {

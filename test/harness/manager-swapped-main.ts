@@ -12,7 +12,7 @@ import { createUncachedReader, loadKubeConfig } from '../../src/shared/kube.js';
 import { ORDER, swapped, type DispatchStep } from '../../src/shared/lifecycle/dispatch.js';
 import { createLogger } from '../../src/shared/logger.js';
 import { ServingCertificate } from '../../src/shared/tls.js';
-import { buildServer } from '../../src/webhook/server.js';
+import { buildMetricsServer, buildServer } from '../../src/webhook/server.js';
 
 function swapOf(argv: string[]): [DispatchStep, DispatchStep] {
   const at = argv.indexOf('--swap');
@@ -39,6 +39,7 @@ const server = await buildServer({
   certificate,
 });
 await server.listen({ host: config.listenHost, port: config.port });
+await (await buildMetricsServer({ logger, certificate })).listen({ host: config.listenHost, port: config.metricsPort });
 startController({
   kubeConfig,
   client: await restClient(kubeConfig),

@@ -13,7 +13,7 @@ import type { UncachedReader } from '../../src/shared/kube.js';
 import type { Logger } from '../../src/shared/logger.js';
 import { ServingCertificate } from '../../src/shared/tls.js';
 import type { AdmissionRequest, AdmissionResponseBody, GroupVersionKind, GroupVersionResource, Operation, UserInfo } from '../../src/webhook/admission.js';
-import { buildServer, type ServerLimits, type WebhookServer } from '../../src/webhook/server.js';
+import { buildMetricsServer, buildServer, type ServerLimits, type WebhookServer } from '../../src/webhook/server.js';
 
 export const MANAGER = 'system:serviceaccount:ptah-system:ptah-manager';
 /** An executor identity for tests whose Jobs no runner runs. */
@@ -162,6 +162,8 @@ export async function tempDir(prefix: string): Promise<{ dir: string; remove: ()
 
 export interface Harness {
   app: WebhookServer;
+  /** The /metrics listener, over the same certificate. */
+  metrics: WebhookServer;
   reader: MemoryReader;
   files: CertificateFiles;
   certificate: ServingCertificate;
@@ -169,6 +171,8 @@ export interface Harness {
   admit(url: string, body: unknown): Promise<AdmissionResponseBody['response']>;
   /** Listens on 127.0.0.1 (a free port) over the real TLS listener; the CA PEM verifies it as `localhost`. */
   listen(): Promise<{ port: number; ca: string }>;
+  /** The same, for the /metrics listener. */
+  listenMetrics(): Promise<{ port: number; ca: string }>;
   close(): Promise<void>;
 }
 
@@ -195,8 +199,14 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     certificate,
     ready: options.ready,
   });
+  const metrics = await buildMetricsServer({ logger: options.logger ?? false, certificate, limits: options.limits });
+  const listening = async (server: WebhookServer) => {
+    await server.listen({ port: 0, host: '127.0.0.1' });
+    return { port: (server.server.address() as AddressInfo).port, ca: await readFile(files.caCert, 'utf8') };
+  };
   return {
     app,
+    metrics,
     reader,
     files,
     certificate,
@@ -206,12 +216,10 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       const parsed = res.json() as AdmissionResponseBody;
       return parsed.response;
     },
-    async listen() {
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      return { port: (app.server.address() as AddressInfo).port, ca: await readFile(files.caCert, 'utf8') };
-    },
+    listen: () => listening(app),
+    listenMetrics: () => listening(metrics),
     async close() {
-      await app.close();
+      await Promise.all([app.close(), metrics.close()]);
       certificate.stop();
       await tmp.remove();
     },

@@ -101,10 +101,11 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
   const cluster = sharedCluster();
   const pki = await cluster.pki();
   const dir = await mkdtemp(join(tmpdir(), 'ptah-crash-'));
-  const [client, serving, certs, port] = await Promise.all([
+  const [client, serving, certs, port, metricsPort] = await Promise.all([
     pki.issueClient('crash-manager', IDENTITIES.manager),
     pki.issueServing('crash-proxy', { ips: ['127.0.0.1'] }),
     generateCertificates({ outDir: join(dir, 'serving'), sans: ['IP:127.0.0.1'], commonName: 'ptah-crash-manager' }),
+    freePort(),
     freePort(),
   ]);
   const servingCa = await readFile(certs.caCert, 'utf8');
@@ -127,13 +128,13 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
       // The same port and certificate every time, so the webhook registration outlives a killed manager.
       manager = await startManagerProcess({
         name: `manager-${started}${order ? `-swapped-${order.join('-')}` : ''}`, logFile: join(dir, `manager-${started}.log`), kubeconfig,
-        certDir: certs.dir, caPem: servingCa, port, leaseNamespace: w.ns, watchNamespace: w.ns,
+        certDir: certs.dir, caPem: servingCa, port, metricsPort, leaseNamespace: w.ns, watchNamespace: w.ns,
         runnerImage: release.runnerImage ?? MANAGER.runnerImage, controllerImage: release.controllerImage ?? MANAGER.controllerImage,
         revision: release.revision ?? MANAGER.controllerRevision, ...(order ? { order } : {}), ...build, ...(release.root ? { root: release.root, build: 'source' as const } : {}),
       });
       if (!hooks) {
-        const url = manager.url;
-        let answered = await webhookRequests(url, servingCa);
+        const { url, metricsUrl } = manager;
+        let answered = await webhookRequests(metricsUrl, servingCa);
         const managerClient = await restClient(cluster.kubeConfig('manager'));
         hooks = await registerWebhooks(url, servingCa, {
           namespace: w.ns, name: `ptah-crash-${w.ns}`, cluster,
@@ -142,7 +143,7 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
             try {
               await managerClient.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { generateName: 'ptah-webhook-probe-', namespace: w.ns } }, { dryRun: true });
             } finally {
-              answered = await webhookRequests(url, servingCa);
+              answered = await webhookRequests(metricsUrl, servingCa);
             }
           },
         });
@@ -172,7 +173,7 @@ async function crashWorldOn<W extends CrashBase>(t: Test, w: W, kinds: readonly 
     },
     async managerMetrics() {
       if (!manager) throw new Error('no manager is running');
-      return metricsText(manager.url, servingCa);
+      return metricsText(manager.metricsUrl, servingCa);
     },
     async unregisterManagerWebhooks() {
       if (manager) throw new Error(`${manager.name} is still running`);

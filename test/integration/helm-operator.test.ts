@@ -150,7 +150,8 @@ async function startReplica(name: string, caPem: string): Promise<{ process: Man
   await writeKubeconfig(kubeconfig, { server: stack.state.server, caPem: stack.controlPlane.pki.caPem, client: { token: token.status!.token }, name: template.spec!.serviceAccountName! });
   const route = await serviceRoute();
   const process = await launchManagerProcess({
-    name, logFile: join(work, `${name}.log`), args: sourceEntry(root), url: `https://${route.ip}:${env.PTAH_PORT}`, caPem,
+    name, logFile: join(work, `${name}.log`), args: sourceEntry(root), url: `https://${route.ip}:${env.PTAH_PORT}`,
+    metricsUrl: `https://${route.ip}:${env.PTAH_METRICS_PORT}`, caPem,
     env: { ...managerEnv(), ...env, PTAH_CERT_DIR: onHost(env.PTAH_CERT_DIR ?? ''), PTAH_KUBECONFIG: kubeconfig, PTAH_LISTEN_HOST: route.ip },
   });
   return { process, env };

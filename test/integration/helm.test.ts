@@ -96,7 +96,7 @@ t.test('values choose the image, the manager settings, scheduling, the NetworkPo
     '--set', 'replicas=3,leaderElection=false,watchNamespace=shop,logLevel=debug,readTimeoutMs=5000',
     '--set', 'nodeSelector.pool=system,tolerations[0].key=dedicated,tolerations[0].operator=Exists',
     '--set', 'resources.limits.memory=1Gi,podSecurityContext.runAsUser=1000',
-    '--set', 'networkPolicy.apiServerCidrs={203.0.113.10/32},podDisruptionBudget.enabled=false',
+    '--set', 'networkPolicy.apiServerCidrs={203.0.113.10/32},networkPolicy.metricsCidrs={198.51.100.0/24},podDisruptionBudget.enabled=false',
     '--set', 'serviceMonitor.enabled=true,prometheusRule.enabled=true',
   ]);
   const deployment = find<V1Deployment>(objects, 'Deployment');
@@ -113,7 +113,9 @@ t.test('values choose the image, the manager settings, scheduling, the NetworkPo
   t.same(pod?.containers[0]?.resources?.limits, { memory: '1Gi' });
   t.equal(pod?.securityContext?.runAsUser, 1000);
   t.equal(pod?.containers[0]?.securityContext?.readOnlyRootFilesystem, true, 'the container\'s own security context stays');
-  t.same((find<Obj & { spec: { ingress: { from: unknown[] }[] } }>(objects, 'NetworkPolicy'))?.spec.ingress[0]?.from, [{ ipBlock: { cidr: '203.0.113.10/32' } }]);
+  const policy = find<Obj & { spec: { ingress: { from: unknown[] }[] } }>(objects, 'NetworkPolicy');
+  t.same(policy?.spec.ingress[0]?.from, [{ ipBlock: { cidr: '203.0.113.10/32' } }], 'the API server\'s ranges');
+  t.same(policy?.spec.ingress[1]?.from, [{ ipBlock: { cidr: '198.51.100.0/24' } }], 'the scrapers\' ranges, on their own');
   t.equal(find(objects, 'PodDisruptionBudget'), undefined, 'no PDB when disabled');
   const monitoring = async (file: string) => parseObjects(await readFile(join(REPO_ROOT, 'manifests/monitoring', file), 'utf8'))[0];
   t.strictSame(find(objects, 'ServiceMonitor'), await monitoring('servicemonitor.yaml'), 'the ServiceMonitor of manifests/monitoring');

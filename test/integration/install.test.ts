@@ -17,8 +17,8 @@ import {
 } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { generateCertificates } from '../../certs/generate.js';
-import { MANAGER_PORT } from '../../src/shared/api/deployment.js';
-import { API_SERVER_SOURCE_RANGES, DATABASE_PORTS, type NetworkPolicyManifest } from '../../src/shared/api/install.js';
+import { MANAGER_PORT, METRICS_PORT } from '../../src/shared/api/deployment.js';
+import { API_SERVER_SOURCE_RANGES, DATABASE_PORTS, METRICS_SCRAPER_RANGES, type NetworkPolicyManifest } from '../../src/shared/api/install.js';
 import { API_VERSION, INSTALL, KINDS } from '../../src/shared/api/names.js';
 import { WEBHOOK_PATHS, WEBHOOK_TIMEOUT_SECONDS, type WebhookPath } from '../../src/shared/api/webhooks.js';
 import { sha256Digest } from '../../src/shared/canonical.js';
@@ -133,13 +133,16 @@ t.test('the rendered manager: two non-root replicas on a read-only root, a disru
   t.same(container.volumeMounts?.map((m) => m.mountPath).sort(), ['/etc/ptah/tls', '/tmp'], 'writable only where a volume is: /tmp (and the certificate, read-only)');
   const https = container.ports?.find((p) => p.name === 'https');
   t.equal(https?.containerPort, MANAGER_PORT);
+  t.equal(container.ports?.find((p) => p.name === 'metrics')?.containerPort, METRICS_PORT, '/metrics on a port of its own');
+  t.equal(container.env?.find((e) => e.name === 'PTAH_METRICS_PORT')?.value, String(METRICS_PORT), 'the port the manager is told');
   t.match(container.livenessProbe, { httpGet: { path: '/healthz', port: 'https', scheme: 'HTTPS' } }, 'liveness on /healthz');
   t.match(container.readinessProbe, { httpGet: { path: '/readyz', port: 'https', scheme: 'HTTPS' } }, 'readiness on /readyz');
   t.ok(pod.volumes?.some((v) => v.secret?.secretName === INSTALL.tlsSecret), `the serving certificate from Secret ${INSTALL.tlsSecret}`);
 
   const service = one<V1Service>(t, rendered, 'Service');
   t.same(service.spec?.selector, podLabels, 'the Service selects the manager Pods');
-  t.same(service.spec?.ports?.map((p) => [p.port, p.targetPort]), [[443, 'https']], 'port 443 to the https container port');
+  t.same(service.spec?.ports?.map((p) => [p.name, p.port, p.targetPort]), [['https', 443, 'https'], ['metrics', METRICS_PORT, 'metrics']],
+    'port 443 to the https container port, the metrics port to the metrics one');
 
   const pdb = one<V1PodDisruptionBudget>(t, rendered, 'PodDisruptionBudget');
   t.equal(pdb.metadata?.namespace, INSTALL.namespace);
@@ -150,12 +153,14 @@ t.test('the rendered manager: two non-root replicas on a read-only root, a disru
   t.equal(policy.metadata?.namespace, INSTALL.namespace);
   t.same(policy.spec.podSelector?.matchLabels, podLabels, 'the policy selects the manager Pods');
   t.same(policy.spec?.policyTypes, ['Ingress'], 'it restricts what comes in (the manager reaches the API server freely)');
-  t.equal(policy.spec.ingress?.length, 1, 'one ingress rule');
-  const rule = policy.spec.ingress![0]!;
-  t.same(rule.ports, [{ protocol: 'TCP', port: MANAGER_PORT }], 'to the webhook port only');
-  const from = rule.from;
-  t.same(from.map((peer) => Object.keys(peer)), from.map(() => ['ipBlock']), 'from address ranges only: no Pod or namespace is admitted');
-  t.same(from.map((peer) => peer.ipBlock?.cidr), [...API_SERVER_SOURCE_RANGES], 'the default API server source ranges (README says how to narrow them)');
+  t.equal(policy.spec.ingress?.length, 2, 'two ingress rules, narrowed one by one');
+  const [rule, scrapes] = policy.spec.ingress!;
+  t.same(rule!.ports, [{ protocol: 'TCP', port: MANAGER_PORT }], 'the first to the webhook port only');
+  t.same(scrapes!.ports, [{ protocol: 'TCP', port: METRICS_PORT }], 'the second to the metrics port only');
+  for (const [what, from, ranges] of [['the API server', rule!.from, API_SERVER_SOURCE_RANGES], ['scrapers', scrapes!.from, METRICS_SCRAPER_RANGES]] as const) {
+    t.same(from.map((peer) => Object.keys(peer)), from.map(() => ['ipBlock']), `${what}: from address ranges only, no Pod or namespace is admitted`);
+    t.same(from.map((peer) => peer.ipBlock?.cidr), [...ranges], `${what}: the default private ranges (README says how to narrow them)`);
+  }
 });
 
 t.test('the rendered webhooks fail closed within their timeout and reach the manager through its Service', async (t) => {
@@ -279,15 +284,16 @@ t.test('the rendered webhooks, with the ca-bundle component\'s caBundle, are cal
   await bindApprovers(ns);
   const dir = await mkdtemp(join(tmpdir(), 'ptah-install-manager-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const [serving, stranger, port] = await Promise.all([
+  const [serving, stranger, port, metricsPort] = await Promise.all([
     generateCertificates({ outDir: join(dir, 'serving'), sans: ['IP:127.0.0.1'], commonName: 'ptah-install-manager' }),
     generateCertificates({ outDir: join(dir, 'stranger'), sans: ['IP:127.0.0.1'], commonName: 'not the manager' }),
+    freePort(),
     freePort(),
   ]);
   const caPem = await readFile(serving.caCert, 'utf8');
   const strangerCa = await readFile(stranger.caCert, 'utf8');
   const manager: ManagerProcess = await startManagerProcess({
-    name: 'install-manager', logFile: join(dir, 'manager.log'), kubeconfig: cluster.state.kubeconfigs.manager, certDir: serving.dir, caPem, port,
+    name: 'install-manager', logFile: join(dir, 'manager.log'), kubeconfig: cluster.state.kubeconfigs.manager, certDir: serving.dir, caPem, port, metricsPort,
     leaseNamespace: managerNs, watchNamespace: managerNs, ...TEST_MANAGER_IMAGES, revision: TEST_MANAGER_IMAGES.controllerRevision,
   });
   t.teardown(() => manager.kill());
@@ -314,22 +320,22 @@ t.test('the rendered webhooks, with the ca-bundle component\'s caBundle, are cal
 
   // Another CA in ca.crt: the API server cannot verify the manager, and the webhooks fail closed.
   const unregisterStranger = await register(strangerCa, 'stranger');
-  const before = total(await answeredByRoute(manager.url, caPem));
+  const before = total(await answeredByRoute(manager.metricsUrl, caPem));
   const refusal = await waitFor(async () => {
     const outcome = await probeControllerWrite().then(() => undefined, (e: unknown) => e);
     return outcome instanceof ApiError && /failed calling webhook/.test(outcome.status.message ?? '') ? outcome : undefined;
   }, { what: 'the API server to call the webhooks registered with another CA', timeoutMs: 30_000 });
   t.match(refusal.status.message, /controller-write\.operator\.ptah\.run.*(x509|certificate)/, 'refused: the certificate is not signed by the bundle\'s CA');
-  t.equal(total(await answeredByRoute(manager.url, caPem)), before, 'and the manager answered nothing');
+  t.equal(total(await answeredByRoute(manager.metricsUrl, caPem)), before, 'and the manager answered nothing');
   await unregisterStranger();
 
   const unregister = await register(caPem, 'manager');
   t.teardown(unregister);
   // Until the stranger's configurations are gone from the API server's cache a probe may still be refused by them.
   await waitFor(async () => {
-    const seen = total(await answeredByRoute(manager.url, caPem));
+    const seen = total(await answeredByRoute(manager.metricsUrl, caPem));
     const outcome = await probeControllerWrite().then(() => 'admitted', (e: Error) => e.message);
-    return total(await answeredByRoute(manager.url, caPem)) > seen && !/x509|certificate/.test(outcome) ? true : undefined;
+    return total(await answeredByRoute(manager.metricsUrl, caPem)) > seen && !/x509|certificate/.test(outcome) ? true : undefined;
   }, { what: 'the API server to call the manager through the rendered webhooks only', timeoutMs: 30_000 });
 
   const migration = await admin.create({
@@ -360,10 +366,10 @@ t.test('the rendered webhooks, with the ca-bundle component\'s caBundle, are cal
     },
   ];
   t.same(probes.flatMap((p) => p.routes).sort(), Object.values(WEBHOOK_PATHS).sort(), 'a probe for every route');
-  const start = await answeredByRoute(manager.url, caPem);
+  const start = await answeredByRoute(manager.metricsUrl, caPem);
   const outcomes: string[] = [];
   for (const probe of probes) outcomes.push(await probe.write().then(() => 'admitted', (e: Error) => e.message));
-  const end = await answeredByRoute(manager.url, caPem);
+  const end = await answeredByRoute(manager.metricsUrl, caPem);
   for (const path of Object.values(WEBHOOK_PATHS)) {
     t.ok((end[path] ?? 0) > (start[path] ?? 0), `the API server called ${path} through the rendered configuration`, { outcomes });
   }

@@ -97,7 +97,7 @@ t.test('the manager\'s /metrics reports resources, Job outcomes, an unresolved r
   /** Scrapes until `ready` holds: the gauges follow the manager's cache, which follows the API server a moment later. */
   const scrapeUntil = (what: string, ready: (s: Scrape) => boolean) =>
     waitFor(async () => {
-      const s = await scrape(manager.url, caPem);
+      const s = await scrape(manager.metricsUrl, caPem);
       return ready(s) ? s : undefined;
     }, { what: `/metrics: ${what}`, timeoutMs: 15_000, intervalMs: 250 });
 

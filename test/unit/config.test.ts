@@ -18,10 +18,11 @@ t.test('one watched namespace', async (t) => {
 
 t.test('flags and environment are read, flags win', async (t) => {
   const config = loadConfig(
-    ['--port', '8443', '--cert-dir', '/certs', '--workers', '4', '--no-leader-election', '--manager-username', 'system:serviceaccount:ops:ptah-manager'],
+    ['--port', '8444', '--cert-dir', '/certs', '--workers', '4', '--no-leader-election', '--manager-username', 'system:serviceaccount:ops:ptah-manager'],
     { PTAH_PORT: '9000', PTAH_LISTEN_HOST: '127.0.0.1', PTAH_REVISION: 'abc123', PTAH_RUNNER_IMAGE: 'registry.example/ptah@sha256:' + 'a'.repeat(64) },
   );
-  t.equal(config.port, 8443, 'the flag wins over PTAH_PORT');
+  t.equal(config.port, 8444, 'the flag wins over PTAH_PORT');
+  t.equal(config.metricsPort, 8443, '/metrics keeps its own port');
   t.equal(config.listenHost, '127.0.0.1', 'env is read when no flag is given');
   t.equal(config.certDir, '/certs');
   t.equal(config.workers, 4);
@@ -55,6 +56,8 @@ const bad: [string, string[], NodeJS.ProcessEnv, RegExp][] = [
   ['unknown log level', ['--log-level', 'loud'], {}, /--log-level \(PTAH_LOG_LEVEL\) must be equal to one of the allowed values/],
   ['unknown flag', ['--prot', '1'], {}, /invalid command line: .*--prot/],
   ['contradicting leader-election flags', ['--leader-election', 'true', '--no-leader-election'], {}, /contradict/],
+  ['/metrics on the admission port', ['--port', '8443'], {}, /--port \(PTAH_PORT\) and --metrics-port \(PTAH_METRICS_PORT\) are both 8443/],
+  ['metrics port out of range', [], { PTAH_METRICS_PORT: '65536' }, /--metrics-port \(PTAH_METRICS_PORT\) must be <= 65535/],
   ['lease duration not a duration', ['--leader-election-lease-duration', '15'], {}, /--leader-election-lease-duration \(PTAH_LEADER_ELECTION_LEASE_DURATION\) must match pattern/],
   ['renew deadline not below the lease duration', ['--leader-election-renew-deadline', '15s'], {},
     /lease duration \(15000 ms\) must be greater than the renew deadline \(15000 ms\); set --leader-election-lease-duration \(PTAH_LEADER_ELECTION_LEASE_DURATION\)/],
@@ -88,7 +91,7 @@ t.test('--help and --version, alone, are answered instead of starting', async (t
   t.equal(informationRequest([]), undefined);
   const help = helpText();
   const flags = [...help.matchAll(/^  --([a-z-]+) +(PTAH_[A-Z_]+) +default (.*)$/gm)];
-  t.same(flags.map((m) => m[1]), ['listen-host', 'port', 'cert-dir', 'manager-username', 'kubeconfig', 'lease-namespace', 'watch-namespace', 'leader-election',
+  t.same(flags.map((m) => m[1]), ['listen-host', 'port', 'metrics-port', 'cert-dir', 'manager-username', 'kubeconfig', 'lease-namespace', 'watch-namespace', 'leader-election',
     'leader-election-lease-duration', 'leader-election-renew-deadline', 'leader-election-retry-period', 'workers', 'controller-image', 'runner-image', 'revision', 'log-level', 'read-timeout-ms'], 'every flag, in order');
   for (const [, flag, env] of flags) t.doesNotThrow(() => loadConfig([], { [env!]: undefined }), `${flag} names its variable ${env}`);
   t.match(help, new RegExp(`--port +PTAH_PORT +default ${DEFAULTS.port}\n`), 'with its default');

@@ -50,7 +50,6 @@ t.test('every answer carries the security headers: admission, probes, metrics an
     ['a refused Job create', { method: 'POST', url: ROUTES.controllerWrite, payload: unclaimed }, 200, (res) => t.equal(res.json().response.allowed, false, 'it is refused')],
     ['/healthz', { method: 'GET', url: '/healthz' }, 200],
     ['/readyz, not ready', { method: 'GET', url: '/readyz' }, 503],
-    ['/metrics', { method: 'GET', url: '/metrics' }, 200],
     ['invalid JSON', { method: 'POST', url: ROUTES.controllerWrite, headers: { 'content-type': 'application/json' }, payload: '{"apiVersion":' }, 400],
     ['not an AdmissionReview', { method: 'POST', url: ROUTES.controllerWrite, payload: { apiVersion: 'v1', kind: 'Pod' } }, 400],
     ['not JSON', { method: 'POST', url: ROUTES.controllerWrite, headers: { 'content-type': 'text/plain' }, payload: 'hello' }, 415],
@@ -65,6 +64,11 @@ t.test('every answer carries the security headers: admission, probes, metrics an
   }
   ready = true;
   hasSecurityHeaders(t, (await h.app.inject({ method: 'GET', url: '/readyz' })).headers, '/readyz, ready');
+  for (const [what, url, status] of [['/metrics', '/metrics', 200], ['the metrics service, an unknown path', '/healthz', 404]] as const) {
+    const res = await h.metrics.inject({ method: 'GET', url });
+    t.equal(res.statusCode, status, `${what}: HTTP ${status}`);
+    hasSecurityHeaders(t, res.headers, what);
+  }
 });
 
 t.test('a failure inside the service (HTTP 500) carries them too', async (t) => {

@@ -34,7 +34,7 @@ t.test('each series counts every answer of an admission route, by code and decis
   ];
   for (const [what, request, status] of requests) t.equal((await h.app.inject(request)).statusCode, status, what);
 
-  const text = (await h.app.inject({ method: 'GET', url: '/metrics' })).body;
+  const text = (await h.metrics.inject({ method: 'GET', url: '/metrics' })).body;
   const webhook = `webhook="${ROUTE}"`;
   t.equal(sample(text, 'controller_runtime_webhook_requests_total', `${webhook},code="200"`), 3, 'three answers with HTTP 200');
   t.equal(sample(text, 'controller_runtime_webhook_requests_total', `${webhook},code="400"`), 2, 'two 400s');
@@ -53,7 +53,7 @@ t.test('a request the client abandons is in flight until it does, and is then no
   const h = await harness();
   t.teardown(h.close);
   const endpoint = await h.listen();
-  const metrics = async () => (await h.app.inject({ method: 'GET', url: '/metrics' })).body;
+  const metrics = async () => (await h.metrics.inject({ method: 'GET', url: '/metrics' })).body;
   const webhook = `webhook="${ROUTES.statusWrite}"`;
 
   const socket = await connectTls(endpoint);

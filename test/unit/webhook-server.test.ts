@@ -113,7 +113,7 @@ t.test('a judge that throws fails closed with 500 inside the review', async (t) 
   t.match(response.status?.message, /could not read PtahMigration team-a\/m/);
 });
 
-t.test('/healthz, /readyz and /metrics', async (t) => {
+t.test('/healthz, /readyz and, on its own listener, /metrics', async (t) => {
   let ready = true;
   const h = await harness({ ready: () => ready });
   t.teardown(h.close);
@@ -126,7 +126,10 @@ t.test('/healthz, /readyz and /metrics', async (t) => {
 
   await h.admit(ROUTES.statusWrite, statusUpdate(MANAGER));
   await h.admit(ROUTES.statusWrite, statusUpdate('mallory'));
-  const metrics = await h.app.inject({ method: 'GET', url: '/metrics' });
+  t.equal((await h.app.inject({ method: 'GET', url: '/metrics' })).statusCode, 404, 'the admission service serves no scrape');
+  t.equal((await h.metrics.inject({ method: 'GET', url: '/healthz' })).statusCode, 404, 'the metrics service serves no probe');
+  t.equal((await h.metrics.inject({ method: 'POST', url: ROUTES.statusWrite, payload: statusUpdate(MANAGER) })).statusCode, 404, 'nor admission');
+  const metrics = await h.metrics.inject({ method: 'GET', url: '/metrics' });
   t.equal(metrics.statusCode, 200);
   t.match(metrics.headers['content-type'], /text\/plain/);
   const text = metrics.body;

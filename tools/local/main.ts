@@ -78,7 +78,7 @@ async function run(stack: Stack): Promise<ChildProcess> {
 
   // The manager: its own process, its own identity (no Secret permission), its own serving certificate.
   const certs = await generateCertificates({ outDir: join(LOCAL_DIR, 'certs') });
-  const port = await freePort();
+  const [port, metricsPort] = [await freePort(), await freePort()];
   const manager = spawn(
     process.execPath,
     [
@@ -87,6 +87,7 @@ async function run(stack: Stack): Promise<ChildProcess> {
       '--cert-dir', certs.dir,
       '--listen-host', '127.0.0.1',
       '--port', String(port),
+      '--metrics-port', String(metricsPort),
       '--lease-namespace', INSTALL.namespace,
       '--runner-image', RUNNER_IMAGE,
       '--controller-image', 'localhost/ptah-operator:local',
@@ -115,7 +116,7 @@ async function run(stack: Stack): Promise<ChildProcess> {
     });
   const cluster = { state: stack.state, kubeConfig: (id: 'admin' | 'manager' | 'approver') => stack.controlPlane.kubeConfig(id), pki: async () => stack.controlPlane.pki };
   await registerWebhooks(base, ca, { answered: () => answered, probe, name: 'ptah-local', cluster });
-  say(`manager serving admission at ${base}; its log is ${managerLog}`);
+  say(`manager serving admission at ${base}, /metrics at https://127.0.0.1:${metricsPort}/metrics; its log is ${managerLog}`);
 
   await prepareNamespace(client);
   await applySample(client, pgUrl, SCHEMA_SAMPLE, 'catalog');

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import YAML from 'yaml';
 import { customResourceDefinitions } from './crd.js';
 import { managerDeployment } from './deployment.js';
-import { API_SERVER_SOURCE_RANGES, certManagerObjects, managerDisruptionBudget, managerNetworkPolicy } from './install.js';
+import { API_SERVER_SOURCE_RANGES, METRICS_SCRAPER_RANGES, certManagerObjects, managerDisruptionBudget, managerNetworkPolicy } from './install.js';
 import { toYaml } from './manifests.js';
 import { INSTALL } from './names.js';
 import { rbacObjects } from './rbac.js';
@@ -24,6 +24,7 @@ const DNS_LABEL = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
 const IMAGE_REPOSITORY = { type: 'string', pattern: '^[a-z0-9][A-Za-z0-9._/:-]{0,254}$' };
 const IMAGE_TAG = { type: 'string', pattern: '^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$' };
 const DIGEST = { type: 'string', pattern: '^sha256:[a-f0-9]{64}$' };
+const CIDRS = { type: 'array', minItems: 1, items: { type: 'string', pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' } };
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const [manager] = managerDeployment();
 const managerPod = manager.spec!.template.spec!;
@@ -93,12 +94,16 @@ export const CHART_VALUES: Record<string, ValueNode> = {
     },
   },
   networkPolicy: {
-    doc: 'The manager\'s NetworkPolicy: only the API server reaches the webhook port.',
+    doc: 'The manager\'s NetworkPolicy: only the API server reaches the webhook port, only scrapers the metrics port.',
     children: {
       enabled: { doc: 'Install it.', default: true, schema: { type: 'boolean' } },
       apiServerCidrs: {
         doc: 'Where the API server\'s webhook calls come from; the default, the private ranges, is only "the API server" once narrowed.',
-        default: [...API_SERVER_SOURCE_RANGES], schema: { type: 'array', minItems: 1, items: { type: 'string', pattern: '^[0-9a-fA-F.:]+/[0-9]{1,3}$' } },
+        default: [...API_SERVER_SOURCE_RANGES], schema: CIDRS,
+      },
+      metricsCidrs: {
+        doc: 'Where scrapes of /metrics (port 8443) come from: your Prometheus Pods\' addresses, once narrowed.',
+        default: [...METRICS_SCRAPER_RANGES], schema: CIDRS,
       },
     },
   },
@@ -152,6 +157,7 @@ const S = {
   podSecurityContext: '__PTAH_POD_SECURITY_CONTEXT__',
   caBundle: '__PTAH_CA_BUNDLE__',
   cidrs: '__PTAH_CIDRS__',
+  metricsCidrs: '__PTAH_METRICS_CIDRS__',
   minAvailable: '__PTAH_MIN_AVAILABLE__',
   pullPolicy: '__PTAH_PULL_POLICY__',
 } as const;
@@ -275,6 +281,14 @@ function webhooksTemplate(): string {
   ].join('\n');
 }
 
+/** The `from:` holding `sentinel` as one ipBlock per CIDR of `.Values.networkPolicy.<value>`. */
+function rangeOfCidrs(template: string, sentinel: string, value: string): string {
+  return template.replace(new RegExp(`^( *)(- )?from: ${sentinel}$`, 'm'), (_m, indent: string, dash = '') => {
+    const inner = ' '.repeat(indent.length + dash.length);
+    return `${indent}${dash}from:\n${inner}{{- range .Values.networkPolicy.${value} }}\n${inner}  - ipBlock:\n${inner}      cidr: {{ . | quote }}\n${inner}{{- end }}`;
+  });
+}
+
 function monitoring(file: string): string {
   return placed(readFileSync(new URL(`../../../manifests/monitoring/${file}`, import.meta.url), 'utf8'));
 }
@@ -313,13 +327,9 @@ export function renderChart(version: string): Map<string, string> {
   files.set('templates/pdb.yaml', when('.Values.podDisruptionBudget.enabled', placed(toYaml([pdb])).replace(S.minAvailable, '{{ .Values.podDisruptionBudget.minAvailable }}')));
   const policy = managerNetworkPolicy();
   Object.assign(policy.spec.ingress![0]!, { from: S.cidrs });
-  files.set('templates/networkpolicy.yaml', when('.Values.networkPolicy.enabled', placed(toYaml([policy])).replace(
-    new RegExp(`^( *)(- )?from: ${S.cidrs}$`, 'm'),
-    (_m, indent: string, dash = '') => {
-      const inner = ' '.repeat(indent.length + dash.length);
-      return `${indent}${dash}from:\n${inner}{{- range .Values.networkPolicy.apiServerCidrs }}\n${inner}  - ipBlock:\n${inner}      cidr: {{ . | quote }}\n${inner}{{- end }}`;
-    },
-  )));
+  Object.assign(policy.spec.ingress![1]!, { from: S.metricsCidrs });
+  files.set('templates/networkpolicy.yaml', when('.Values.networkPolicy.enabled',
+    rangeOfCidrs(rangeOfCidrs(placed(toYaml([policy])), S.cidrs, 'apiServerCidrs'), S.metricsCidrs, 'metricsCidrs')));
   files.set('templates/webhooks.yaml', webhooksTemplate());
   files.set('templates/status-write-policy.yaml', placed(toYaml(statusWritePolicies())));
   files.set('templates/servicemonitor.yaml', when('.Values.serviceMonitor.enabled', monitoring('servicemonitor.yaml')));

@@ -5,6 +5,8 @@ import { INSTALL } from './names.js';
 
 export const MANAGER_IMAGE = 'localhost/ptah-operator:dev';
 export const MANAGER_PORT = 9443;
+/** /metrics, on a listener of its own (src/webhook/server.ts). */
+export const METRICS_PORT = 8443;
 const CERT_DIR = '/etc/ptah/tls';
 const UID = 65532;
 /** The manager's Pods: the Deployment, its Service, PodDisruptionBudget and NetworkPolicy select them by these. */
@@ -24,12 +26,16 @@ export function managerDeployment(opts: DeploymentOptions = {}): [V1Deployment, 
     imagePullPolicy: 'IfNotPresent',
     env: [
       { name: 'PTAH_PORT', value: String(MANAGER_PORT) },
+      { name: 'PTAH_METRICS_PORT', value: String(METRICS_PORT) },
       { name: 'PTAH_CERT_DIR', value: CERT_DIR },
       { name: 'PTAH_LEASE_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
       { name: 'PTAH_CONTROLLER_IMAGE', value: image },
       { name: 'PTAH_RUNNER_IMAGE', value: image },
     ],
-    ports: [{ name: 'https', containerPort: MANAGER_PORT, protocol: 'TCP' }],
+    ports: [
+      { name: 'https', containerPort: MANAGER_PORT, protocol: 'TCP' },
+      { name: 'metrics', containerPort: METRICS_PORT, protocol: 'TCP' },
+    ],
     livenessProbe: probe('/healthz'),
     readinessProbe: probe('/readyz'),
     resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
@@ -74,7 +80,13 @@ export function managerDeployment(opts: DeploymentOptions = {}): [V1Deployment, 
     apiVersion: 'v1',
     kind: 'Service',
     metadata: { name: INSTALL.webhookService, namespace: INSTALL.namespace, labels: MANAGER_LABELS },
-    spec: { selector: MANAGER_LABELS, ports: [{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }] },
+    spec: {
+      selector: MANAGER_LABELS,
+      ports: [
+        { name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' },
+        { name: 'metrics', port: METRICS_PORT, targetPort: 'metrics', protocol: 'TCP' },
+      ],
+    },
   };
   return [deployment, service];
 }

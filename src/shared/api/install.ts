@@ -5,11 +5,13 @@ import type {
   V1NetworkPolicy, V1NetworkPolicyPeer, V1NetworkPolicyPort, V1NetworkPolicySpec, V1PodDisruptionBudget,
 } from '@kubernetes/client-node';
 import { JOB_LABELS, MANAGED_BY } from '../job/metadata.js';
-import { MANAGER_LABELS, MANAGER_PORT } from './deployment.js';
+import { MANAGER_LABELS, MANAGER_PORT, METRICS_PORT } from './deployment.js';
 import { INSTALL } from './names.js';
 
 /** Where the API server's webhook calls may come from by default: the private ranges (RFC 1918) control planes use. */
 export const API_SERVER_SOURCE_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'] as const;
+/** Where scrapes of /metrics may come from by default: the same private ranges, where in-cluster Prometheus runs. */
+export const METRICS_SCRAPER_RANGES = API_SERVER_SOURCE_RANGES;
 /** The database port operation Pods may reach by default: PostgreSQL's. */
 export const DATABASE_PORTS = [5432] as const;
 /** Name of both webhook configurations in manifests/webhooks.yaml. */
@@ -45,8 +47,9 @@ export function managerDisruptionBudget(): V1PodDisruptionBudget {
 }
 
 /**
- * Only the API server reaches the manager's port. Its source address is installation-specific; the default admits
- * the private ranges and nothing else, and an installation narrows it with a patch (README, Install).
+ * Only the API server reaches the manager's admission port, and only scrapers its metrics port: two rules, so each is
+ * narrowed on its own. Their source addresses are installation-specific; the defaults admit the private ranges and
+ * nothing else, and an installation narrows them with a patch (README, Install).
  */
 export function managerNetworkPolicy(): NetworkPolicyManifest {
   return {
@@ -56,10 +59,10 @@ export function managerNetworkPolicy(): NetworkPolicyManifest {
     spec: {
       podSelector: { matchLabels: MANAGER_LABELS },
       policyTypes: ['Ingress'],
-      ingress: [{
-        from: API_SERVER_SOURCE_RANGES.map((cidr) => ({ ipBlock: { cidr } })),
-        ports: [{ protocol: 'TCP', port: MANAGER_PORT }],
-      }],
+      ingress: [
+        { from: API_SERVER_SOURCE_RANGES.map((cidr) => ({ ipBlock: { cidr } })), ports: [{ protocol: 'TCP', port: MANAGER_PORT }] },
+        { from: METRICS_SCRAPER_RANGES.map((cidr) => ({ ipBlock: { cidr } })), ports: [{ protocol: 'TCP', port: METRICS_PORT }] },
+      ],
     },
   };
 }
