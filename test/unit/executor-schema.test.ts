@@ -513,6 +513,8 @@ t.test('generated columns: a changed expression is a new column; the fingerprint
   ];
   const empty = stateFingerprint(model({}));
   for (const k of kinds) t.not(stateFingerprint(model(k)), empty, `${Object.keys(k)[0]} is in the fingerprint`);
+  t.not(stateFingerprint(model({ routines: [aggregate('agg', 'step', '1')] })), stateFingerprint(model({ routines: [aggregate('agg', 'step', '2')] })),
+    "an aggregate's definition is in the fingerprint");
   t.same(summarizeDrift(diffModels(model({}), model({ enums: [{ key: 'public.e', schema: 'public', values: ['a'] }], grants: [grant('SCHEMA "public"', '"r"', 'USAGE')] }))).findings,
     [{ category: 'missing_enum', count: 1 }, { category: 'missing_grant', count: 1 }]);
 });
