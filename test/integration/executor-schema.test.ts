@@ -173,7 +173,12 @@ t.test('a statement that fails at apply rolls the whole plan back', async (t) =>
 t.test('objects outside the supported set are refused, in the desired schema and in the target', async (t) => {
   const db = await roleDatabase(t, 'exec_unsupported');
   const desiredCases: [string, string, RegExp][] = [
-    ['aggregate', 'CREATE AGGREGATE my_sum (int) (SFUNC = int4pl, STYPE = int); CREATE TABLE t (a int);', /aggregate \(1\)/],
+    // Beside an ordinary aggregate, which is modelled and so not named.
+    ['ordered-set aggregate', `CREATE AGGREGATE my_sum (int) (SFUNC = int4pl, STYPE = int);
+      CREATE FUNCTION pct_step(s float8[], v float8) RETURNS float8[] LANGUAGE sql AS 'SELECT s || v';
+      CREATE FUNCTION pct_final(s float8[], p float8) RETURNS float8 LANGUAGE sql AS 'SELECT s[1]';
+      CREATE AGGREGATE my_pct (float8 ORDER BY float8) (SFUNC = pct_step, STYPE = float8[], FINALFUNC = pct_final);`,
+    /outside the supported set: ordered_set_aggregate \(1\)\. See/],
     ['range type', 'CREATE TYPE floatrange AS RANGE (subtype = float8);', /range_type \(1\)/],
     ['rule', 'CREATE TABLE t (a int); CREATE RULE r AS ON DELETE TO t DO INSTEAD NOTHING;', /rule \(1\)/],
     ['unlogged sequence of its own', 'CREATE UNLOGGED SEQUENCE s;', /unlogged_object \(1\)/],
@@ -195,6 +200,9 @@ t.test('objects outside the supported set are refused, in the desired schema and
     t.match(report.error?.message, kind, name);
   }
   t.equal((await planFor(superuser.url, schemaDir(t, 'CREATE TABLE t (a int);'))).outcome, 'Changes', 'the same target plans a supported schema');
+  const aggregate = await planFor(superuser.url, schemaDir(t, 'CREATE AGGREGATE my_sum (int) (SFUNC = int4pl, STYPE = int);'));
+  t.same(aggregate.plan?.statements, ['SET LOCAL check_function_bodies = off', 'CREATE OR REPLACE AGGREGATE "public"."my_sum"(integer) (SFUNC = int4pl, STYPE = integer)'],
+    `an ordinary aggregate is modelled: ${JSON.stringify(aggregate.error)}`);
   // An extension's own functions, types and operators are the extension's, never refused on their own.
   const withExtension = await planFor(superuser.url, schemaDir(t, 'CREATE EXTENSION citext; CREATE EXTENSION pgcrypto; CREATE TABLE t (a citext);'));
   t.equal(withExtension.outcome, 'Changes', `extensions are modelled: ${JSON.stringify(withExtension.error)}`);

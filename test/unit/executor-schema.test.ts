@@ -218,7 +218,7 @@ const index = (name: string, on: string, extra = ''): Index => ({ name, definiti
 const pview = (name: string, dependsOn: string[], extra: Partial<View> = {}): View => ({ ...view(name, ' SELECT 1 AS a', dependsOn), ...extra });
 const routine = (name: string, body = 'SELECT 1', result = 'integer', args = ''): Routine => ({
   key: `public.${name}(${args})`, kind: 'function', header: `f ${result} (${args})`,
-  definition: `CREATE OR REPLACE FUNCTION public.${name}(${args}) RETURNS ${result} LANGUAGE sql AS $$${body}$$`, afterTables: false, viewRowTypes: [],
+  definition: `CREATE OR REPLACE FUNCTION public.${name}(${args}) RETURNS ${result} LANGUAGE sql AS $$${body}$$`, afterTables: false, viewRowTypes: [], calls: [],
 });
 const trigger = (name: string, on: string, fn: string): Trigger =>
   ({ table: `"public"."${on}"`, name, routine: `public.${fn}()`, definition: `CREATE TRIGGER ${name} BEFORE UPDATE ON public.${on} FOR EACH ROW EXECUTE FUNCTION public.${fn}()` });
@@ -301,6 +301,57 @@ t.test('a routine is replaced in place when its signature and header hold, else 
 t.test('a routine whose body is parsed at creation comes after the tables it reads', async (t) => {
   const plan = planStatements(model({}), model({ tables: [ptable('t', [col('a')])], routines: [{ ...routine('n'), afterTables: true }, routine('m')] }));
   t.ok(at(t, plan, /FUNCTION public.m\(\)/) < at(t, plan, /^CREATE TABLE/) && at(t, plan, /^CREATE TABLE/) < at(t, plan, /FUNCTION public.n\(\)/), sqlOf(plan).join('\n'));
+});
+
+// An ordinary aggregate over a support function public.<sfunc>(integer, integer), as introspect reads it.
+const aggregate = (name: string, sfunc: string, initcond = '0'): Routine => ({
+  key: `public.${name}(integer)`, kind: 'aggregate', header: 'a integer (integer)',
+  definition: `CREATE OR REPLACE AGGREGATE "public"."${name}"(integer) (SFUNC = public.${sfunc}, STYPE = integer, INITCOND = '${initcond}')`,
+  afterTables: false, viewRowTypes: [], calls: [`public.${sfunc}(integer,integer)`],
+});
+// Named to sort after the aggregate, so only the aggregate's dependency puts it first.
+const step = (names = 'integer, integer', extra: Partial<Routine> = {}): Routine =>
+  ({ ...routine('step', 'SELECT $1 + $2', 'integer', 'integer,integer'), header: `f integer (${names})`,
+    definition: `CREATE OR REPLACE FUNCTION public.step(${names}) RETURNS integer LANGUAGE sql AS $$SELECT $1 + $2$$`, ...extra });
+
+t.test('an aggregate is made after its support functions and before the views reading it, and replaced in place under them', async (t) => {
+  const reader = pview('v', ['"public"."t"', 'public.agg(integer)']);
+  const withAggregate = (agg: Routine, extra: Partial<Routine> = {}) =>
+    model({ routines: [agg, step('integer, integer', extra)], tables: [ptable('t', [col('a')])], views: [reader] });
+  const created = planStatements(model({}), withAggregate(aggregate('agg', 'step')));
+  const order = [/^CREATE OR REPLACE FUNCTION public.step/, /^CREATE OR REPLACE AGGREGATE "public"."agg"/, /^CREATE TABLE "public"."t"/, /^CREATE VIEW "public"."v"/];
+  const positions = order.map((p) => at(t, created, p));
+  t.same(positions, [...positions].sort((a, b) => a - b), sqlOf(created).join('\n'));
+
+  const replaced = planStatements(withAggregate(aggregate('agg', 'step')), withAggregate(aggregate('agg', 'step', '10')));
+  t.same(sqlOf(replaced), ['SET LOCAL check_function_bodies = off', aggregate('agg', 'step', '10').definition], 'the view stays');
+
+  // A support function parsed at creation is made after the tables, and its aggregate after it.
+  const late = planStatements(model({}), withAggregate(aggregate('agg', 'step'), { afterTables: true }));
+  const latePositions = [/^CREATE TABLE "public"."t"/, /^CREATE OR REPLACE FUNCTION public.step/, /^CREATE OR REPLACE AGGREGATE/, /^CREATE VIEW/].map((p) => at(t, late, p));
+  t.same(latePositions, [...latePositions].sort((a, b) => a - b), sqlOf(late).join('\n'));
+});
+
+t.test('a support function made again takes its aggregate, and what reads the aggregate, down first and makes them again after it', async (t) => {
+  const reader = pview('v', ['"public"."t"', 'public.agg(integer)']);
+  const caller: Routine = { ...routine('caller', 'SELECT public.agg(a) FROM public.t'), afterTables: true, calls: ['public.agg(integer)'] };
+  const granted = [grant('FUNCTION public.agg(integer)', '"r"', 'EXECUTE')];
+  const withStep = (names: string) =>
+    model({ routines: [aggregate('agg', 'step'), step(names), caller], tables: [ptable('t', [col('a')])], views: [reader], grants: granted });
+  const plan = planStatements(withStep('integer, integer'), withStep('a integer, b integer'));
+  const [dropView, dropCaller, dropAggregate, dropStep] = [/^DROP VIEW "public"."v"$/, /^DROP FUNCTION public.caller\(\)$/,
+    /^DROP AGGREGATE public.agg\(integer\)$/, /^DROP FUNCTION public.step\(integer,integer\)$/].map((p) => at(t, plan, p));
+  const [createStep, createAggregate, createCaller, createView, regrant] = [/^CREATE OR REPLACE FUNCTION public.step/, /^CREATE OR REPLACE AGGREGATE/,
+    /^CREATE OR REPLACE FUNCTION public.caller/, /^CREATE VIEW "public"."v"/, /^GRANT EXECUTE ON FUNCTION public.agg\(integer\) TO "r"$/].map((p) => at(t, plan, p));
+  t.ok(dropView < dropAggregate && dropCaller < dropAggregate && dropAggregate < dropStep && dropStep < createStep && createStep < createAggregate &&
+    createAggregate < createCaller && createAggregate < createView && createView < regrant, sqlOf(plan).join('\n'));
+  t.notOk(plan.some((s) => s.destructive), 'everything comes back');
+  t.ok(plan[regrant]!.privilege, 'the grant the aggregate lost is a privilege statement');
+
+  const gone = planStatements(model({ routines: [aggregate('agg', 'step'), step(), { ...aggregate('none', 'step'), key: 'public.none()' }] }), model({}));
+  t.same(gone.map((s) => [s.sql, s.destructive]), [
+    ['DROP AGGREGATE public.none(*)', 'drop_routine'], ['DROP AGGREGATE public.agg(integer)', 'drop_routine'], ['DROP FUNCTION public.step(integer,integer)', 'drop_routine'],
+  ], 'aggregates go before their support functions; one of no arguments is written (*)');
 });
 
 t.test('row-level security and policies are privilege changes; policies on a dropped table go with it', async (t) => {
@@ -462,6 +513,8 @@ t.test('generated columns: a changed expression is a new column; the fingerprint
   ];
   const empty = stateFingerprint(model({}));
   for (const k of kinds) t.not(stateFingerprint(model(k)), empty, `${Object.keys(k)[0]} is in the fingerprint`);
+  t.not(stateFingerprint(model({ routines: [aggregate('agg', 'step', '1')] })), stateFingerprint(model({ routines: [aggregate('agg', 'step', '2')] })),
+    "an aggregate's definition is in the fingerprint");
   t.same(summarizeDrift(diffModels(model({}), model({ enums: [{ key: 'public.e', schema: 'public', values: ['a'] }], grants: [grant('SCHEMA "public"', '"r"', 'USAGE')] }))).findings,
     [{ category: 'missing_enum', count: 1 }, { category: 'missing_grant', count: 1 }]);
 });

@@ -22,6 +22,36 @@ const qualified = (schema: string, name: string) => `(${q(schema)} || '.' || ${q
 export const relationKey = (schema: string, name: string) => `${quoteIdent(schema)}.${quoteIdent(name)}`;
 
 const CONSTRAINT_KINDS: Record<string, ConstraintKind> = { p: 'primary_key', u: 'unique', c: 'check', f: 'foreign_key', x: 'exclusion' };
+const ROUTINE_KINDS: Record<string, Routine['kind']> = { f: 'function', p: 'procedure', a: 'aggregate' };
+
+/**
+ * SQL condition on a pg_proc row aliased `p`: a function, a procedure or an ordinary aggregate. Ordered-set and
+ * hypothetical-set aggregates and window functions are refused (unsupported.ts).
+ */
+const MODELLED_ROUTINE = (p: string) =>
+  `(${p}.prokind IN ('f', 'p') OR (${p}.prokind = 'a' AND (SELECT g.aggkind FROM pg_aggregate g WHERE g.aggfnoid = ${p}.oid) = 'n'))`;
+
+const functionOf = (column: string) => `(SELECT ${column}::regproc::text WHERE ${column} <> 0)`;
+const MODIFY = (column: string) => `CASE ${column} WHEN 's' THEN 'SHAREABLE' WHEN 'w' THEN 'READ_WRITE' END`;
+/**
+ * An aggregate's CREATE OR REPLACE AGGREGATE, built from pg_aggregate (the server prints none), for a pg_proc row
+ * aliased `p` (with its namespace `n`). Options left at their defaults are not written; a support function is
+ * named as regproc prints it under an empty search_path (schema-qualified unless it is pg_catalog's and unique).
+ */
+const AGGREGATE_DEFINITION = `(SELECT 'CREATE OR REPLACE AGGREGATE ' || ${qualified('n.nspname', 'p.proname')}
+    || '(' || CASE WHEN p.pronargs = 0 THEN '*' ELSE pg_get_function_arguments(p.oid) END || ') (' || concat_ws(', ',
+      'SFUNC = ' || g.aggtransfn::regproc::text, 'STYPE = ' || format_type(g.aggtranstype, NULL), 'SSPACE = ' || nullif(g.aggtransspace, 0),
+      'FINALFUNC = ' || ${functionOf('g.aggfinalfn')}, CASE WHEN g.aggfinalextra THEN 'FINALFUNC_EXTRA' END,
+      'FINALFUNC_MODIFY = ' || ${MODIFY('g.aggfinalmodify')}, 'COMBINEFUNC = ' || ${functionOf('g.aggcombinefn')},
+      'SERIALFUNC = ' || ${functionOf('g.aggserialfn')}, 'DESERIALFUNC = ' || ${functionOf('g.aggdeserialfn')}, 'INITCOND = ' || quote_literal(g.agginitval),
+      'MSFUNC = ' || ${functionOf('g.aggmtransfn')}, 'MINVFUNC = ' || ${functionOf('g.aggminvtransfn')},
+      'MSTYPE = ' || (SELECT format_type(g.aggmtranstype, NULL) WHERE g.aggmtranstype <> 0), 'MSSPACE = ' || nullif(g.aggmtransspace, 0),
+      'MFINALFUNC = ' || ${functionOf('g.aggmfinalfn')}, CASE WHEN g.aggmfinalextra THEN 'MFINALFUNC_EXTRA' END,
+      'MFINALFUNC_MODIFY = ' || ${MODIFY('g.aggmfinalmodify')}, 'MINITCOND = ' || quote_literal(g.aggminitval),
+      'SORTOP = ' || (SELECT 'OPERATOR(' || ${q('o.nspname')} || '.' || o.oprname || ')'
+                        FROM (SELECT op.oprname, opn.nspname FROM pg_operator op JOIN pg_namespace opn ON opn.oid = op.oprnamespace WHERE op.oid = g.aggsortop) o),
+      'PARALLEL = ' || CASE p.proparallel WHEN 's' THEN 'SAFE' WHEN 'r' THEN 'RESTRICTED' END) || ')'
+   FROM pg_aggregate g WHERE g.aggfnoid = p.oid)`;
 
 /** Object ids as text: they are unsigned 32-bit and overflow int4. */
 type Oid = string;
@@ -94,17 +124,20 @@ export async function introspect(client: Db): Promise<SchemaModel> {
   const routines = (await rows<Omit<Routine, 'kind'> & { kind: string }>(
     `SELECT p.oid::regprocedure::text AS key, p.prokind AS kind,
             p.prokind::text || ' ' || coalesce(pg_get_function_result(p.oid), '') || ' (' || pg_get_function_arguments(p.oid) || ')' AS header,
-            pg_get_functiondef(p.oid) AS definition,
+            CASE WHEN p.prokind = 'a' THEN ${AGGREGATE_DEFINITION} ELSE pg_get_functiondef(p.oid) END AS definition,
             p.prosqlbody IS NOT NULL OR EXISTS (
               SELECT 1 FROM pg_depend d JOIN pg_type t ON t.oid = d.refobjid JOIN pg_class r ON r.oid = t.typrelid
                WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.refclassid = 'pg_type'::regclass AND r.relkind IN ('r', 'p')) AS "afterTables",
             ARRAY(SELECT DISTINCT ${qualified('rn.nspname', 'r.relname')} FROM pg_depend d JOIN pg_type t ON t.oid = d.refobjid JOIN pg_class r ON r.oid = t.typrelid
                     JOIN pg_namespace rn ON rn.oid = r.relnamespace
                    WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.refclassid = 'pg_type'::regclass AND r.relkind IN ('v', 'm')
-                   ORDER BY 1) AS "viewRowTypes"
+                   ORDER BY 1) AS "viewRowTypes",
+            ARRAY(SELECT DISTINCT d.refobjid::regprocedure::text FROM pg_depend d
+                   WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.refclassid = 'pg_proc'::regclass AND d.deptype = 'n'
+                   ORDER BY 1) AS calls
        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-      WHERE ${MANAGED_NAMESPACE} AND p.prokind IN ('f', 'p') AND ${notExtensionMember('pg_proc', 'p.oid')}`))
-    .map((r): Routine => ({ ...r, kind: r.kind === 'p' ? 'procedure' : 'function', definition: r.definition.trim() }));
+      WHERE ${MANAGED_NAMESPACE} AND ${MODELLED_ROUTINE('p')} AND ${notExtensionMember('pg_proc', 'p.oid')}`))
+    .map((r): Routine => ({ ...r, kind: ROUTINE_KINDS[r.kind] ?? 'function', definition: r.definition.trim() }));
   const triggers = (await rows<{ table: Oid; name: string; definition: string; routine: string }>(
     `SELECT tg.tgrelid::text AS table, tg.tgname AS name, pg_get_triggerdef(tg.oid) AS definition, tg.tgfoid::regprocedure::text AS routine
        FROM pg_trigger tg WHERE tg.tgrelid = ANY($1::oid[]) AND NOT tg.tgisinternal AND tg.tgparentid = 0`,
@@ -169,7 +202,7 @@ const GRANTS = `
       UNION ALL SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE ' ELSE 'FUNCTION ' END || p.oid::regprocedure::text, p.proowner,
              coalesce(p.proacl, acldefault('f', p.proowner))
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-       WHERE ${MANAGED_NAMESPACE} AND p.prokind IN ('f', 'p') AND ${notExtensionMember('pg_proc', 'p.oid')}
+       WHERE ${MANAGED_NAMESPACE} AND ${MODELLED_ROUTINE('p')} AND ${notExtensionMember('pg_proc', 'p.oid')}
       UNION ALL SELECT 'SCHEMA ' || ${q('n.nspname')}, n.nspowner, coalesce(n.nspacl, acldefault('n', n.nspowner))
         FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}
     ) o, aclexplode(o.acl) a

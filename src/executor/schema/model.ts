@@ -141,10 +141,13 @@ export interface CompositeType {
 export interface Routine {
   /** `schema.name(argument types)` as regprocedure prints it: the full signature. */
   key: string;
-  kind: 'function' | 'procedure';
+  kind: 'function' | 'procedure' | 'aggregate';
   /** Result and argument list with names and defaults: what CREATE OR REPLACE cannot change. */
   header: string;
-  /** pg_get_functiondef: a complete CREATE OR REPLACE statement. */
+  /**
+   * A complete CREATE OR REPLACE statement: pg_get_functiondef, or for an aggregate one built from pg_aggregate
+   * (aggregates.ts), since the server prints none.
+   */
   definition: string;
   /**
    * Made once the tables exist: a SQL-standard body (BEGIN ATOMIC / RETURN) is parsed at creation, and a signature
@@ -153,6 +156,11 @@ export interface Routine {
   afterTables: boolean;
   /** Views (and materialized views) whose row type the signature uses: made in one order with the views. */
   viewRowTypes: RelationKey[];
+  /**
+   * The routines it needs at creation, as pg_depend records them (Routine keys): an aggregate's support functions,
+   * the routines a SQL-standard body calls. Made after them, and taken down before any of them is made again.
+   */
+  calls: string[];
 }
 
 export interface Trigger {

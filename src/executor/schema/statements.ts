@@ -8,7 +8,7 @@ import { canonicalJson, sha256Digest } from '../../shared/canonical.js';
 import { quoteIdent } from '../db.js';
 import { diffModels, type Delta, type ModelDiff, type TableDelta } from './diff.js';
 import type { Column, Constraint, Grant, Identity, Index, RelationKey, Routine, SchemaModel, SequenceOptions, Table, View } from './model.js';
-import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, type Recreated } from './targets.js';
+import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, routineTarget, type Recreated } from './targets.js';
 
 export type DestructiveReason =
   | 'drop_schema' | 'drop_table' | 'drop_column' | 'drop_view' | 'drop_sequence' | 'change_column_type'
@@ -66,6 +66,27 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   const enumColumns = desired.tables.filter((t) => existingTables.has(t.key) && t.partitionOf === null).flatMap((t) =>
     t.columns.filter((c) => recreatedEnumKeys.has(c.type.replace(/\[\]$/, ''))).map((column) => ({ table: t, column })));
 
+  // Views reading anything that is dropped, re-typed or redefined leave (step 2). A routine goes with what it needs,
+  // since PostgreSQL drops neither under it: a leaving view whose row type its signature uses, a routine it calls (an
+  // aggregate's support function) that goes; and in turn the views that call it. It is made again after them.
+  const viewsReading = (going: Iterable<string>) => viewsReadingChanges(actual.views, diff.tables.altered, [
+    ...droppedTables,
+    ...diff.views.removed.map((v) => v.key),
+    ...changedFrom(diff.views).map((v) => v.key),
+    ...diff.sequences.removed.map((s) => s.key),
+    ...going,
+    ...enumColumns.map((c) => c.table.key),
+  ]);
+  let viewsToDrop = viewsReading(routinesGoing);
+  const takenDown = (r: Routine) => r.viewRowTypes.some((v) => viewsToDrop.has(v)) || r.calls.some((c) => routinesGoing.has(c));
+  for (let more = actual.routines.filter((r) => !routinesGoing.has(r.key) && takenDown(r)); more.length > 0;
+    more = actual.routines.filter((r) => !routinesGoing.has(r.key) && takenDown(r))) {
+    for (const r of more) routinesGoing.add(r.key);
+    viewsToDrop = viewsReading(routinesGoing);
+  }
+  const routinesTakenDown = actual.routines.filter((r) => routinesGoing.has(r.key) && takenDown(r));
+  const takenDownFirst = new Set(routinesTakenDown.map((r) => r.key));
+
   const needsNoBodyCheck = diff.routines.added.length + diff.routines.changed.length > 0;
   if (needsNoBodyCheck) emit('SET LOCAL check_function_bodies = off');
 
@@ -89,34 +110,15 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     recreated.targets.add(`TRIGGER ${quoteIdent(t.name)} ON ${t.table}`);
   }
 
-  // 2. Views reading anything that is dropped, re-typed or redefined leave first, dependents before what they read; with
-  // them the routines whose signature uses a leaving view's row type (PostgreSQL cannot drop a type a signature uses),
-  // made again with the views, and in turn the views that call those routines.
-  const viewsReading = (going: Iterable<string>) => viewsReadingChanges(actual.views, diff.tables.altered, [
-    ...droppedTables,
-    ...diff.views.removed.map((v) => v.key),
-    ...changedFrom(diff.views).map((v) => v.key),
-    ...diff.sequences.removed.map((s) => s.key),
-    ...going,
-    ...enumColumns.map((c) => c.table.key),
-  ]);
-  let viewsToDrop = viewsReading(routinesGoing);
-  const onLeavingViews = (r: Routine) => r.viewRowTypes.some((v) => viewsToDrop.has(v));
-  for (let more = actual.routines.filter((r) => !routinesGoing.has(r.key) && onLeavingViews(r)); more.length > 0;
-    more = actual.routines.filter((r) => !routinesGoing.has(r.key) && onLeavingViews(r))) {
-    for (const r of more) routinesGoing.add(r.key);
-    viewsToDrop = viewsReading(routinesGoing);
-  }
-  const routinesDroppedWithViews = actual.routines.filter((r) => routinesGoing.has(r.key) && onLeavingViews(r));
-  const droppedWithViews = new Set(routinesDroppedWithViews.map((r) => r.key));
+  // 2. Those views leave first, dependents before what they read, with the routines taken down (above), callers first.
   const leaving = [
     ...actual.views.filter((v) => viewsToDrop.has(v.key)).map((view) => ({ key: view.key, dependsOn: view.dependsOn, view })),
-    ...routinesDroppedWithViews.map((routine) => ({ key: routine.key, dependsOn: routine.viewRowTypes, routine })),
+    ...routinesTakenDown.map(routineNode),
   ];
   for (const node of dependencyOrder<{ key: string; dependsOn: readonly string[]; view?: View; routine?: Routine }>(leaving).reverse()) {
     if (node.routine) {
       const stays = desired.routines.some((d) => d.key === node.routine!.key);
-      emit(`DROP ${node.routine.kind.toUpperCase()} ${node.routine.key}`, stays ? {} : { destructive: 'drop_routine' });
+      emit(dropRoutine(node.routine), stays ? {} : { destructive: 'drop_routine' });
       recreated.targets.add(routineTarget(node.routine));
       continue;
     }
@@ -180,7 +182,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   }
 
   // 7. Routines whose signature holds but whose header changes (nothing reads them any more).
-  for (const r of routinesRecreated.filter((r) => !droppedWithViews.has(r.key))) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`);
+  for (const r of routinesRecreated.filter((r) => !takenDownFirst.has(r.key))) emit(dropRoutine(r));
   for (const r of routinesRecreated) recreated.targets.add(routineTarget(r));
 
   // 8. New schemas and extensions, extensions that move or change version.
@@ -209,12 +211,15 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   planDomains(diff, emit, recreated);
   planComposites(diff, emit);
 
-  // 10. Routines that need no table or view (bodies not parsed at creation, no row type in the signature), so tables
-  // may use them and they may name tables yet to come.
-  const unchangedButDropped = desired.routines.filter((r) => droppedWithViews.has(r.key) && !changedTo(diff.routines).some((c) => c.key === r.key));
+  // 10. Routines that need no table or view (bodies not parsed at creation, no row type in the signature, nor in the
+  // routines they call), so tables may use them and they may name tables yet to come; each after the routines it calls.
+  const unchangedButDropped = desired.routines.filter((r) => takenDownFirst.has(r.key) && !changedTo(diff.routines).some((c) => c.key === r.key));
   const routinesToCreate = [...diff.routines.added, ...changedTo(diff.routines), ...unchangedButDropped];
-  const usesViewRowType = (r: Routine) => r.viewRowTypes.length > 0;
-  for (const r of routinesToCreate.filter((r) => !r.afterTables && !usesViewRowType(r))) emit(r.definition);
+  const phaseOf = routinePhases(desired.routines);
+  const createInPhase = (phase: RoutinePhase) => {
+    for (const { routine } of dependencyOrder(routinesToCreate.filter((r) => phaseOf(r) === phase).map(routineNode))) emit(routine.definition);
+  };
+  createInPhase('before_tables');
 
   // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
   for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
@@ -281,15 +286,15 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     if (s.ownedBy !== null) emit(`ALTER SEQUENCE ${s.key} OWNED BY ${s.ownedBy.table}.${quoteIdent(s.ownedBy.column)}`);
   }
 
-  // 16. Routines that need the tables: SQL-standard bodies, parsed now that the tables they read exist, and signatures
-  // that use a table's row type.
-  for (const r of routinesToCreate.filter((r) => r.afterTables && !usesViewRowType(r))) emit(r.definition);
+  // 16. Routines that need the tables: SQL-standard bodies, parsed now that the tables they read exist, signatures
+  // that use a table's row type, and the routines (aggregates) calling either.
+  createInPhase('after_tables');
 
   // 17. Views and materialized views, each after the views and routines it reads, with a materialized view's indexes,
   // in one order with the routines whose signature uses a view's row type (each after those views).
   const viewsToCreate = new Set([...diff.views.added.map((v) => v.key), ...changedTo(diff.views).map((v) => v.key), ...viewsToDrop]);
   const viewNodes = desired.views.filter((v) => viewsToCreate.has(v.key)).map((view) => ({ key: view.key, dependsOn: view.dependsOn, view }));
-  const routineNodes = routinesToCreate.filter(usesViewRowType).map((routine) => ({ key: routine.key, dependsOn: routine.viewRowTypes, routine }));
+  const routineNodes = routinesToCreate.filter((r) => phaseOf(r) === 'with_views').map(routineNode);
   for (const node of dependencyOrder<{ key: string; dependsOn: readonly string[]; view?: View; routine?: Routine }>([...viewNodes, ...routineNodes])) {
     if (node.routine) {
       emit(node.routine.definition);
@@ -315,7 +320,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   for (const p of [...diff.policies.added, ...changedTo(diff.policies), ...policiesToRestore]) emit(p.definition, { privilege: true });
 
   // 20. What goes for good once nothing uses it: routines, types, extensions, then the schemas, now empty.
-  for (const r of diff.routines.removed.filter((r) => !droppedWithViews.has(r.key))) emit(`DROP ${r.kind.toUpperCase()} ${r.key}`, { destructive: 'drop_routine' });
+  for (const r of diff.routines.removed.filter((r) => !takenDownFirst.has(r.key))) emit(dropRoutine(r), { destructive: 'drop_routine' });
   for (const c of diff.composites.removed) emit(`DROP TYPE ${c.key}`, { destructive: 'drop_type' });
   for (const d of diff.domains.removed) emit(`DROP DOMAIN ${d.key}`, { destructive: 'drop_type' });
   for (const e of diff.enums.removed) emit(`DROP TYPE ${e.key}`, { destructive: 'drop_type' });
@@ -421,7 +426,34 @@ function planGrants(actual: SchemaModel, desired: SchemaModel, recreated: Recrea
   for (const g of before) if (!wanted.has(id(g))) emit(`REVOKE ${g.privilege} ON ${g.target} FROM ${g.grantee}`, { privilege: true });
 }
 
-const routineTarget = (r: Routine) => `${r.kind.toUpperCase()} ${r.key}`;
+/** DROP AGGREGATE writes an aggregate of no arguments `(*)`. */
+const dropRoutine = (r: Routine) => `DROP ${r.kind.toUpperCase()} ${r.kind === 'aggregate' ? r.key.replace(/\(\)$/, '(*)') : r.key}`;
+/** A routine in a dependency order: after the views whose row type its signature uses and the routines it calls. */
+const routineNode = (routine: Routine) => ({ key: routine.key, dependsOn: [...routine.viewRowTypes, ...routine.calls], routine });
+
+type RoutinePhase = 'before_tables' | 'after_tables' | 'with_views';
+const PHASES: readonly RoutinePhase[] = ['before_tables', 'after_tables', 'with_views'];
+
+/**
+ * When each routine is made: with the views when its signature uses a view's row type, after the tables when its body
+ * is parsed at creation or its signature uses a table's row type, else before the tables; never before a routine it
+ * calls (an aggregate over a support function made after the tables comes after them too).
+ */
+function routinePhases(routines: readonly Routine[]): (r: Routine) => RoutinePhase {
+  const byKey = new Map(routines.map((r) => [r.key, r]));
+  const ranks = new Map<string, number>();
+  const rank = (r: Routine): number => {
+    const known = ranks.get(r.key);
+    if (known !== undefined) return known;
+    ranks.set(r.key, 0); // a cycle of calls, which PostgreSQL cannot create, ends here
+    const callees = r.calls.flatMap((c) => { const callee = byKey.get(c); return callee ? [rank(callee)] : []; });
+    const own = r.viewRowTypes.length > 0 ? 2 : r.afterTables ? 1 : 0;
+    ranks.set(r.key, Math.max(own, ...callees));
+    return ranks.get(r.key)!;
+  };
+  return (r) => PHASES[rank(r)]!;
+}
+
 const constraintTarget = (table: string, c: Constraint) => `CONSTRAINT ${quoteIdent(c.name)} ON ${table}`;
 const indexName = (schema: string, i: Index) => `${quoteIdent(schema)}.${quoteIdent(i.name)}`;
 

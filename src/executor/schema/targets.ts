@@ -1,7 +1,7 @@
 // The names COMMENT ON and GRANT take for the modelled objects, and which of them a plan makes again (so their
 // comments and grants, which go with the old object, must be set again).
 import { quoteIdent } from '../db.js';
-import type { SchemaModel } from './model.js';
+import type { Routine, SchemaModel } from './model.js';
 
 export interface Recreated {
   /** Exact targets: `INDEX "s"."i"`, `FUNCTION s.f(integer)`, `CONSTRAINT "c" ON "s"."t"`, … */
@@ -9,6 +9,9 @@ export interface Recreated {
   /** Relations made again: the relation, its columns and everything `ON` it. */
   relations: Set<string>;
 }
+
+/** COMMENT ON and GRANT name an aggregate as a FUNCTION (DROP alone takes AGGREGATE). */
+export const routineTarget = (r: Routine) => `${r.kind === 'procedure' ? 'PROCEDURE' : 'FUNCTION'} ${r.key}`;
 
 export const indexTarget = (schema: string, name: string) => `INDEX ${quoteIdent(schema)}.${quoteIdent(name)}`;
 
@@ -32,7 +35,7 @@ export function commentTargets(model: SchemaModel): (target: string) => boolean 
     ]),
     ...model.views.flatMap((v) => [`${v.materialized ? 'MATERIALIZED VIEW' : 'VIEW'} ${v.key}`, ...v.indexes.map((i) => indexTarget(v.schema, i.name))]),
     ...model.sequences.map((s) => `SEQUENCE ${s.key}`),
-    ...model.routines.map((r) => `${r.kind.toUpperCase()} ${r.key}`),
+    ...model.routines.map(routineTarget),
     ...model.enums.map((e) => `TYPE ${e.key}`),
     ...model.composites.map((c) => `TYPE ${c.key}`),
     ...model.domains.flatMap((d) => [`DOMAIN ${d.key}`, ...d.checks.map((c) => `CONSTRAINT ${quoteIdent(c.name)} ON DOMAIN ${d.key}`)]),
@@ -48,6 +51,6 @@ export function grantTargets(model: SchemaModel): Set<string> {
     ...model.schemas.map((s) => `SCHEMA ${quoteIdent(s)}`),
     ...[...model.tables, ...model.views].map((t) => `TABLE ${t.key}`),
     ...model.sequences.map((s) => `SEQUENCE ${s.key}`),
-    ...model.routines.map((r) => `${r.kind.toUpperCase()} ${r.key}`),
+    ...model.routines.map(routineTarget),
   ]);
 }

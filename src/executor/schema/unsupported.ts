@@ -54,7 +54,9 @@ const CENSUS = `
     FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
    WHERE tg.tgrelid IN ${RELATIONS} AND NOT tg.tgisinternal AND (c.relkind NOT IN ('r', 'p', 'v') OR tg.tgenabled <> 'O')
   UNION ALL SELECT 'rule' FROM pg_rewrite r WHERE r.ev_class IN ${RELATIONS} AND r.rulename <> '_RETURN'
-  UNION ALL SELECT CASE x.prokind WHEN 'a' THEN 'aggregate' ELSE 'window_function' END FROM ${ours('pg_proc', 'pronamespace')} AND x.prokind IN ('a', 'w')
+  UNION ALL SELECT 'window_function' FROM ${ours('pg_proc', 'pronamespace')} AND x.prokind = 'w'
+  UNION ALL SELECT CASE g.aggkind WHEN 'o' THEN 'ordered_set_aggregate' ELSE 'hypothetical_set_aggregate' END
+    FROM pg_aggregate g, ${ours('pg_proc', 'pronamespace')} AND x.oid = g.aggfnoid AND g.aggkind <> 'n'
   UNION ALL SELECT CASE x.typtype WHEN 'r' THEN 'range_type' WHEN 'm' THEN 'multirange_type' ELSE 'type' END
     FROM ${ours('pg_type', 'typnamespace')} AND x.typrelid = 0 AND x.typtype NOT IN ('e', 'd')
      AND NOT (x.typelem <> 0 AND EXISTS (SELECT 1 FROM pg_type e WHERE e.typarray = x.oid))
