@@ -146,7 +146,7 @@ export interface Routine {
   header: string;
   /**
    * A complete CREATE OR REPLACE statement: pg_get_functiondef, or for an aggregate one built from pg_aggregate
-   * (aggregates.ts), since the server prints none.
+   * (introspect.ts), since the server prints none.
    */
   definition: string;
   /**
