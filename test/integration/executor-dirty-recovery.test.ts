@@ -1,0 +1,106 @@
+// Recovering a dirty history row by hand, as docs/executor.md ("Recovering a dirty row") tells a person to, against a
+// real PostgreSQL: a no-transaction file fails after its first statement (a unique index built concurrently over
+// duplicate rows, which also leaves an INVALID index behind), and the database itself holds what each repair leaves.
+// Finishing the file by hand and marking its row finished makes it applied; undoing it and deleting its row makes it
+// pending again, run once by the next approved apply; editing the applied file instead is refused.
+import t, { type Test } from 'tap';
+import type { MigrationHistoryReport, MigrationRunReport } from '../../src/shared/executor-report.js';
+import {
+  COORDINATION_DIGEST, artifactDir, freshDatabase, jsonFile, operationId, runExecutor, type Database, type ExecutorEnv,
+} from './executor-helpers.js';
+
+const FILES = {
+  '1_orders.up.sql': 'CREATE TABLE orders (id int, ref text);\nINSERT INTO orders VALUES (1, \'a\'), (2, \'a\');',
+  '2_indexes.up.sql': '-- ptah:no-transaction\nCREATE INDEX CONCURRENTLY orders_id_idx ON orders (id);\n' +
+    'CREATE UNIQUE INDEX CONCURRENTLY orders_ref_key ON orders (ref);\n',
+};
+const NEXT = { '3_note.up.sql': 'ALTER TABLE orders ADD COLUMN note text;' };
+
+async function history(db: Database, dir: string): Promise<NonNullable<MigrationHistoryReport['history']>> {
+  const report = await runExecutor<MigrationHistoryReport>('migration-history', { dbUrl: db.url, artifactDir: dir });
+  if (!report.history) throw new Error(`history failed: ${JSON.stringify(report.error)}`);
+  return report.history;
+}
+
+/** An apply approved for what the history shows pending now. */
+async function apply(t: Test, db: Database, dir: string, label: string): Promise<MigrationRunReport> {
+  const h = await history(db, dir);
+  const env: ExecutorEnv = {
+    dbUrl: db.url, artifactDir: dir, operationId: operationId(label), coordinationDigest: COORDINATION_DIGEST,
+    expectedSequenceFile: jsonFile(t, h.pending.map((p) => ({ version: p.version, checksum: p.checksum }))),
+    expectedHistoryFingerprint: h.fingerprint,
+  };
+  return runExecutor<MigrationRunReport>('migration-apply', env);
+}
+
+const rows = (db: Database) => db.query<{ version: string; dirty: boolean; finished: boolean }>(
+  'SELECT version, dirty, finished_at IS NOT NULL AS finished FROM ptah_migrations.history ORDER BY seq');
+const indexes = (db: Database) => db.query<{ name: string; valid: boolean }>(
+  "SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'orders'::regclass ORDER BY 1");
+
+/** Files 1 and 2 applied as far as they go: file 2 stops at its second statement and its row stays dirty. */
+async function dirtyDatabase(t: Test, label: string): Promise<{ db: Database; dir: string }> {
+  const db = await freshDatabase(t, `exec_dirty_${label}`);
+  const dir = artifactDir(t, FILES);
+  const run = await apply(t, db, dir, label);
+  t.equal(run.outcome, 'unknown', 'fixture: the no-transaction file failed after its first statement');
+  t.equal(run.failedVersion, '2');
+  t.same(await rows(db), [{ version: '1', dirty: false, finished: true }, { version: '2', dirty: true, finished: false }], 'fixture: row 2 is dirty');
+  t.same(await indexes(db), [{ name: 'orders_id_idx', valid: true }, { name: 'orders_ref_key', valid: false }],
+    'fixture: the first index was built, the failed concurrent build left an INVALID index');
+  t.equal((await apply(t, db, dir, `${label}-blocked`)).error?.code, 'dirty_history', 'fixture: a dirty row blocks every apply');
+  return { db, dir };
+}
+
+/** The repair the docs give: mend what made it fail, finish the file's remaining statements as written, mark the row. */
+async function finishByHand(db: Database): Promise<void> {
+  await db.query('DELETE FROM orders WHERE id = 2');
+  await db.query('DROP INDEX CONCURRENTLY orders_ref_key');
+  await db.query('CREATE UNIQUE INDEX CONCURRENTLY orders_ref_key ON orders (ref)');
+  await db.query("UPDATE ptah_migrations.history SET dirty = false, finished_at = now() WHERE version = '2' AND dirty");
+}
+
+t.test('finished by hand: the rest of the file run by a person and the row marked finished make the file applied', async (t) => {
+  const { db, dir } = await dirtyDatabase(t, 'finish');
+  await finishByHand(db);
+
+  const h = await history(db, dir);
+  t.same([h.dirty, h.pending, h.modified], [[], [], []], 'the history reads clean: nothing dirty, pending or modified');
+  t.same(await indexes(db), [{ name: 'orders_id_idx', valid: true }, { name: 'orders_ref_key', valid: true }], 'both indexes valid');
+
+  const more = artifactDir(t, { ...FILES, ...NEXT });
+  const next = await apply(t, db, more, 'finish-next');
+  t.equal(next.outcome, 'applied', 'the next file applies');
+  t.same(next.applied.map((a) => a.version), ['3'], 'and only it: file 2 is not run again');
+  t.same(await rows(db), [{ version: '1', dirty: false, finished: true }, { version: '2', dirty: false, finished: true }, { version: '3', dirty: false, finished: true }]);
+});
+
+t.test('undone by hand: what the file did removed and its row deleted make it pending, run once by the next apply', async (t) => {
+  const { db, dir } = await dirtyDatabase(t, 'undo');
+  await db.query('DROP INDEX CONCURRENTLY orders_id_idx');
+  await db.query('DROP INDEX CONCURRENTLY orders_ref_key');
+  await db.query('DELETE FROM orders WHERE id = 2');
+  await db.query("DELETE FROM ptah_migrations.history WHERE version = '2' AND dirty");
+
+  const h = await history(db, dir);
+  t.same(h.dirty, [], 'nothing dirty');
+  t.same(h.pending.map((p) => p.version), ['2'], 'file 2 is pending again');
+  const run = await apply(t, db, dir, 'undo-again');
+  t.equal(run.outcome, 'applied', 'a new approved apply runs it');
+  t.same(run.applied.map((a) => a.version), ['2']);
+  t.same(await indexes(db), [{ name: 'orders_id_idx', valid: true }, { name: 'orders_ref_key', valid: true }], 'both indexes built, once');
+  t.same((await rows(db)).filter((r) => r.version === '2'), [{ version: '2', dirty: false, finished: true }], 'one row for version 2');
+});
+
+t.test('the repair that edits the applied file is refused: an applied file must never change', async (t) => {
+  const { db } = await dirtyDatabase(t, 'edit');
+  await finishByHand(db);
+  // Instead of leaving file 2 as it was applied, the person cut the statement that ran from it.
+  const edited = artifactDir(t, { ...FILES, '2_indexes.up.sql': '-- ptah:no-transaction\nCREATE UNIQUE INDEX CONCURRENTLY orders_ref_key ON orders (ref);\n', ...NEXT });
+  t.same((await history(db, edited)).modified, ['2'], 'the history reports file 2 modified');
+  const run = await apply(t, db, edited, 'edit-next');
+  t.equal(run.outcome, 'failed');
+  t.equal(run.error?.code, 'modified_migration', 'the apply is refused');
+  t.match(run.error?.message, /restore the original file/, 'and says to restore the file');
+  t.equal((await rows(db)).length, 2, 'nothing was recorded');
+});
