@@ -7,6 +7,7 @@ import type { MigrationHistoryReport, MigrationRunReport } from '../../src/share
 import { sha256Digest } from '../../src/shared/canonical.js';
 import { realmLockKey } from '../../src/shared/realm-lock-key.js';
 import { historyFingerprint } from '../../src/executor/migrations/history.js';
+import { MAX_PLANNED_MIGRATIONS } from '../../src/shared/api/migration-kinds.js';
 import {
   COORDINATION_DIGEST, artifactDir, freshDatabase, jsonFile, operationId, queryOnce, runExecutor, runExecutorProcess, waitFor,
   type Database, type ExecutorEnv,
@@ -91,7 +92,7 @@ t.test('an apply whose approved sequence no longer matches refuses and changes n
   const h = await history(db, dir);
   const [a, b] = h.pending.map((p) => ({ version: p.version, checksum: p.checksum }));
   const cases: [string, { version: string; checksum: string }[]][] = [
-    ['approval covers only the first file', [a!]],
+    ['approval covers only the second file', [b!]],
     ['approval names a checksum the file no longer has', [a!, { version: '2', checksum: `sha256:${'0'.repeat(64)}` }]],
     ['approval is empty', []],
   ];
@@ -105,6 +106,26 @@ t.test('an apply whose approved sequence no longer matches refuses and changes n
   t.notOk(await relationExists(db, 'ptah_migrations.history'), 'not even the bookkeeping was created');
   const ok = await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, dir, operationId('ok'), [a!, b!]));
   t.equal(ok.outcome, 'applied', 'the exact sequence is accepted (the fixture is sound)');
+});
+
+t.test('an approval of the first pending files applies exactly those, in order; the rest wait for their own plan', async (t) => {
+  // More files than one plan carries (MAX_PLANNED_MIGRATIONS): each plan approves the next ones.
+  const db = await freshDatabase(t, 'exec_mig_prefix');
+  const files = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`${i + 1}_t${i + 1}.up.sql`, `CREATE TABLE t${i + 1} (x int);`]));
+  const dir = artifactDir(t, files);
+  const first = (await history(db, dir)).pending.slice(0, MAX_PLANNED_MIGRATIONS).map((p) => ({ version: p.version, checksum: p.checksum }));
+  const run = await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, dir, operationId('first'), first));
+  t.equal(run.outcome, 'applied');
+  t.same(run.applied.map((a) => a.version), first.map((p) => p.version), `the ${MAX_PLANNED_MIGRATIONS} approved files, in order`);
+  const tables = async () => Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'public'"))[0]!.n);
+  t.equal(await tables(), MAX_PLANNED_MIGRATIONS, 'and nothing after them');
+  const after = await history(db, dir);
+  t.equal(after.pending.length, 300 - MAX_PLANNED_MIGRATIONS, 'the rest are pending');
+  t.equal(after.pending[0]?.version, String(MAX_PLANNED_MIGRATIONS + 1));
+  const rest = await runExecutor<MigrationRunReport>('migration-apply', await approvedApply(t, db, dir, operationId('rest')));
+  t.same([rest.outcome, rest.applied.length], ['applied', 300 - MAX_PLANNED_MIGRATIONS], 'the next approval applies the rest');
+  t.equal(await tables(), 300);
+  t.equal(Number((await db.query<{ n: string }>('SELECT count(DISTINCT version) AS n FROM ptah_migrations.history'))[0]!.n), 300, 'each version recorded once');
 });
 
 t.test('a failing file rolls back alone; a failing no-transaction file after a committed one is partial', async (t) => {

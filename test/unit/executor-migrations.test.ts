@@ -90,7 +90,7 @@ t.test('the history fingerprint moves with every row change and nothing else', a
   t.equal(historyFingerprint([]), computeHistory([], []).fingerprint);
 });
 
-t.test('apply refuses before changing anything unless the pending files are exactly the approved sequence', async (t) => {
+t.test('apply refuses before changing anything unless the pending files begin with the approved sequence', async (t) => {
   const sources = [source('1'), source('2'), source('3')];
   const rows = [row('1')];
   const fp = historyFingerprint(rows);
@@ -100,7 +100,9 @@ t.test('apply refuses before changing anything unless the pending files are exac
 
   t.equal(refuse(rows, approved, fp), undefined, 'exact match passes');
   t.equal(refuse(rows, [{ version: '002', checksum: sources[1]!.checksum }, approved[1]!], fp), undefined, 'versions compare numerically');
-  t.equal(refuse(rows, approved.slice(0, 1), fp), 'sequence_mismatch', 'approval covers fewer files');
+  t.equal(refuse(rows, approved.slice(0, 1), fp), undefined, 'approval covers the first pending files: they alone run');
+  t.equal(refuse(rows, approved.slice(1), fp), 'sequence_mismatch', 'approval skips a pending file');
+  t.equal(refuse(rows, [], fp), 'sequence_mismatch', 'approval covers nothing while files are pending');
   t.equal(refuse(rows, [...approved, { version: '4', checksum: sources[0]!.checksum }], fp), 'sequence_mismatch', 'approval covers more files');
   t.equal(refuse(rows, [approved[1]!, approved[0]!], fp), 'sequence_mismatch', 'order differs');
   t.equal(refuse(rows, [approved[0]!, { version: '3', checksum: 'sha256:' + 'e'.repeat(64) }], fp), 'sequence_mismatch', 'checksum differs');

@@ -14,7 +14,7 @@ import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { readOperationFrame, type FrameRead } from '../evidence.js';
 import { terminationSummaryStandIn } from './evidence.js';
-import { currentVersionOf, migrationPlanFor, publishMigrationPlan, PlanError } from './plan.js';
+import { currentVersionOf, migrationPlanFor, publishMigrationPlan, PlanError, versionsText } from './plan.js';
 import { retireMigrationClaim } from './retire.js';
 import type { Report } from './status.js';
 import { dispatchedBy } from '../evidence.js';
@@ -252,7 +252,10 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
     try {
       const plan = migrationPlanFor(pass, historyStatus, history.pending)!;
       planRef = await publishMigrationPlan(pass, plan);
-      report = { phase: 'Planning', reason: 'PlanPublished', message: `plan ${planRef.name} applies ${history.pending.map((p) => p.version).join(', ')}` };
+      const planned = plan.spec.migrations.map((m) => m.version);
+      const rest = history.pending.length - planned.length;
+      report = { phase: 'Planning', reason: 'PlanPublished', message: `plan ${planRef.name} applies ${versionsText(planned)}` +
+        (rest > 0 ? `, the first ${planned.length} of ${history.pending.length} pending; the other ${rest} are planned once these are applied` : '') };
       if (pass.status.plan?.uid !== planRef.uid) pass.event('Normal', 'PlanPublished', report.message);
     } catch (e) {
       if (!(e instanceof PlanError)) throw e;

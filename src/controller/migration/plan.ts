@@ -66,6 +66,11 @@ function bindingsNow(pass: MigrationPass, history = pass.status.history): Omit<P
   };
 }
 
+/** A plan's versions for a message: all of a short list, the first and the last of a long one. */
+export function versionsText(versions: readonly string[]): string {
+  return versions.length <= 10 ? versions.join(', ') : `${versions[0]} … ${versions[versions.length - 1]} (${versions.length} files)`;
+}
+
 export class PlanError extends Error {
   override name = 'PlanError';
 }
@@ -76,10 +81,12 @@ export class PlanError extends Error {
  */
 export function migrationPlanFor(pass: MigrationPass, history: MigrationHistoryStatus, pending: MigrationHistory['pending']): PtahMigrationPlan | undefined {
   if (pending.length === 0) return undefined;
-  if (pending.length > MAX_PLANNED_MIGRATIONS) throw new PlanError(`${pending.length} migrations are pending; one plan carries at most ${MAX_PLANNED_MIGRATIONS}`);
   const bindings = bindingsNow(pass, history);
   if (!bindings) throw new PlanError('a plan needs a pinned artifact, a reading and an execution binding');
-  const body: PlanBody = { ...bindings, migrations: pending.map(({ version, name, checksum }) => ({ version, name, checksum })) };
+  // One plan carries the first MAX_PLANNED_MIGRATIONS pending files; the executor applies exactly those, and the
+  // reading after them plans the next ones.
+  const planned = pending.slice(0, MAX_PLANNED_MIGRATIONS);
+  const body: PlanBody = { ...bindings, migrations: planned.map(({ version, name, checksum }) => ({ version, name, checksum })) };
   const fingerprint = fingerprintOf(body);
   return {
     apiVersion: API_VERSION,

@@ -141,14 +141,15 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
       const pending = pendingSources(sources, rows);
       refuseUnlessApproved(computeHistory(sources, rows), pending, run.planned, run.expectedFingerprint);
       if (pending.length === 0) return report('up-to-date', []);
+      const approved = pending.slice(0, run.planned.length);
       // migration-history refused these already; an approval must never make an unrunnable file run.
       const lexing = await sessionLexing(client);
-      for (const source of pending) assertRunnable(source, lexing);
+      for (const source of approved) assertRunnable(source, lexing);
 
       const { rows: [backend] } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       const cancel = cancelBackend(run.dbUrl, backend!.pid);
       const applied: MigrationFile[] = [];
-      for (const source of pending) {
+      for (const source of approved) {
         const result = stop.requested
           ? { kind: 'not-applied' as const, error: new ExecutorFailure('stop_requested', `stopped on request before migration ${source.fileName} started`) }
           : source.transactional
@@ -195,10 +196,12 @@ export function refuseUnlessApproved(history: MigrationHistory, pending: readonl
     throw new ExecutorFailure('history_moved', 'the migration history changed after this run was approved (another run applied migrations); ' +
       'read the history and approve a new plan; nothing was changed');
   }
-  const matches = pending.length === planned.length &&
-    pending.every((s, i) => BigInt(s.version) === BigInt(planned[i]!.version) && s.checksum === planned[i]!.checksum);
-  if (!matches) {
-    throw new ExecutorFailure('sequence_mismatch', `the pending migrations (${pending.length}: ${list(pending.map((s) => s.version))}) are not the approved ` +
+  // A plan carries at most MAX_PLANNED_MIGRATIONS files, so an approval may cover the first pending files only: the
+  // run applies exactly those, in order, and the files after them wait for a plan of their own.
+  const approvedPrefix = (planned.length > 0 || pending.length === 0) && planned.length <= pending.length &&
+    planned.every((p, i) => BigInt(pending[i]!.version) === BigInt(p.version) && pending[i]!.checksum === p.checksum);
+  if (!approvedPrefix) {
+    throw new ExecutorFailure('sequence_mismatch', `the pending migrations (${pending.length}: ${list(pending.map((s) => s.version))}) do not begin with the approved ` +
       `sequence (${planned.length}: ${list(planned.map((p) => p.version))}) with the approved checksums; approve a new plan; nothing was changed`);
   }
 }
