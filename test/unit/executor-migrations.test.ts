@@ -7,6 +7,9 @@ import { ExecutorFailure } from '../../src/executor/failure.js';
 import { assertNoTransactionControl, readMigrationSources, type MigrationSource } from '../../src/executor/migrations/files.js';
 import { computeHistory, historyFingerprint, pendingSources, type HistoryRow } from '../../src/executor/migrations/history.js';
 import { readApprovedSequence, refuseUnlessApproved } from '../../src/executor/migrations/commands.js';
+import { runCommand } from '../../src/executor/run.js';
+import type { MigrationRunReport } from '../../src/shared/executor-report.js';
+import { EXECUTOR_ENV } from '../../src/shared/runner-env.js';
 
 function artifact(t: Test, files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'ptah-mig-unit-'));
@@ -112,6 +115,34 @@ t.test('apply refuses before changing anything unless the pending files are exac
   const nineApplied = [row('1'), row('9')];
   t.equal(refuse(nineApplied, approved, historyFingerprint(nineApplied), withNine), 'out_of_order');
   t.equal(refuse([row('1'), row('2'), row('3')], [], historyFingerprint([row('1'), row('2'), row('3')])), undefined, 'nothing pending, nothing approved');
+});
+
+t.test('a refused apply reports the approved sequence it was given, or says it could not read it', async (t) => {
+  const checksum = `sha256:${'c'.repeat(64)}`;
+  const sequence = [{ version: '7', checksum }];
+  const dir = artifact(t, { 'seq.json': JSON.stringify(sequence) });
+  const env = (values: Partial<Record<keyof typeof EXECUTOR_ENV, string>>) =>
+    Object.fromEntries(Object.entries(values).map(([key, value]) => [EXECUTOR_ENV[key as keyof typeof EXECUTOR_ENV], value]));
+  const inputs = {
+    dbUrl: 'postgresql://nobody@127.0.0.1:1/none', operationId: 'op', coordinationDigest: checksum, expectedHistoryFingerprint: checksum,
+    expectedSequenceFile: join(dir, 'seq.json'), artifactDir: join(dir, 'no-such-artifact'),
+  };
+  const apply = async (values: Partial<Record<keyof typeof EXECUTOR_ENV, string>>) => (await runCommand('migration-apply', env(values))) as MigrationRunReport;
+
+  const unreadableArtifact = await apply(inputs);
+  t.equal(unreadableArtifact.error?.code, 'artifact_unreadable');
+  t.equal(unreadableArtifact.outcome, 'failed');
+  t.same(unreadableArtifact.applied, []);
+  t.same(unreadableArtifact.planned, sequence, 'the approval it was given');
+
+  const noOperation = await apply({ ...inputs, operationId: '' });
+  t.equal(noOperation.error?.code, 'invalid_input');
+  t.same(noOperation.planned, sequence);
+
+  const unreadableSequence = await apply({ ...inputs, expectedSequenceFile: join(dir, 'missing.json') });
+  t.equal(unreadableSequence.error?.code, 'invalid_input');
+  t.match(unreadableSequence.error?.message, /cannot read the approved sequence/);
+  t.same(unreadableSequence.planned, [], 'no approval could be read');
 });
 
 t.test('the approved sequence file must be a list of {version, checksum}', async (t) => {

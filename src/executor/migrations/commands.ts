@@ -39,10 +39,23 @@ async function sessionLexing(client: Db): Promise<SplitOptions> {
 }
 
 export async function migrationApply(env: Env, context: CommandContext): Promise<MigrationRunReport> {
+  // Read first, so that every report below, a refusal too, names the approval it was held to; a sequence that
+  // cannot be read is run.ts's error report, with no approval to name.
   const planned = readApprovedSequence(requireEnv(env, 'expectedSequenceFile'));
   const report: Reporter = (outcome, applied, error, failedVersion) =>
     ({ command: 'migration-apply', outcome, applied, planned, ...(error ? { error } : {}), ...(failedVersion ? { failedVersion } : {}) });
-  const run: ApplyRun = {
+  // Everything that throws below happens before the first file starts, so a thrown failure changed nothing.
+  try {
+    return await applyUnderLock(applyRun(env, planned, report), context);
+  } catch (err) {
+    return report('failed', [], (err instanceof ExecutorFailure ? err
+      : new ExecutorFailure(failureCode(err, 'database_error'), `the run failed before applying anything: ${errorMessage(err)}`)).toReport());
+  }
+}
+
+/** The run's inputs besides the approved sequence; throws ExecutorFailure for an unset or invalid one, or an unreadable artifact. */
+function applyRun(env: Env, planned: ApprovedStep[], report: Reporter): ApplyRun {
+  return {
     dbUrl: requireEnv(env, 'dbUrl'),
     operationId: requireOperationId(env),
     coordinationDigest: requireDigestEnv(env, 'coordinationDigest'),
@@ -52,13 +65,6 @@ export async function migrationApply(env: Env, context: CommandContext): Promise
     planned,
     report,
   };
-  // Everything that throws below happens before the first file starts, so a thrown failure changed nothing.
-  try {
-    return await applyUnderLock(run, context);
-  } catch (err) {
-    return report('failed', [], (err instanceof ExecutorFailure ? err
-      : new ExecutorFailure(failureCode(err, 'database_error'), `the run failed before applying anything: ${errorMessage(err)}`)).toReport());
-  }
 }
 
 type Reporter = (outcome: MigrationRunOutcome, applied: MigrationFile[], error?: ExecutorError, failedVersion?: string) => MigrationRunReport;
