@@ -45,6 +45,7 @@ function errorReport(command: ExecutorCommand, error: ExecutorError): ExecutorRe
     case 'apply':
       return { command, error, outcome: 'failed', statementsExecuted: 0 };
     case 'migration-apply':
+      // migrationApply reports every failure after reading the approved sequence itself, naming it: here it could not be read.
       return { command, error, outcome: 'failed', applied: [], planned: [] };
     default:
       return { command, error };

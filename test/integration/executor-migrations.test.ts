@@ -86,6 +86,41 @@ t.test('migrations apply once, record their operation ID, and a second apply is 
   t.equal(stale.error?.code, 'history_moved', 'an approval taken on the old history is refused');
 });
 
+t.test('an apply run again under its operation ID is refused as applied by it, naming its approval and changing nothing', async (t) => {
+  const db = await freshDatabase(t, 'exec_mig_rerun');
+  const dir = artifactDir(t, { '001_a.up.sql': 'CREATE TABLE a (x int);', '002_b.up.sql': 'INSERT INTO a VALUES (1);' });
+  const approved = (await history(db, dir)).pending.map((p) => ({ version: p.version, checksum: p.checksum }));
+  const op = operationId('rerun');
+  const env = await approvedApply(t, db, dir, op, approved);
+  const rowCount = async () => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM ptah_migrations.history'))[0]!.n;
+
+  const first = await runExecutorProcess<MigrationRunReport>('migration-apply', env);
+  t.equal(first.report.outcome, 'applied', first.stderr);
+  t.equal(await rowCount(), 2);
+
+  // The same Job's next Pod: the same operation ID, approval and approved history fingerprint.
+  const again = await runExecutorProcess<MigrationRunReport>('migration-apply', env);
+  t.equal(again.code, 1);
+  t.equal(again.report.outcome, 'failed');
+  t.equal(again.report.error?.code, 'history_moved');
+  t.same(again.report.applied, [], 'this run applied nothing');
+  t.same(again.report.planned, approved, 'the report names the approval it was held to');
+  t.match(again.report.error?.message, `every approved migration (2: 001, 002) is already recorded as applied by this operation (${op})`);
+  t.notMatch(again.report.error?.message, /another run applied/);
+  t.equal(await rowCount(), 2, 'nothing recorded again');
+  t.same(await db.query('SELECT x FROM a'), [{ x: 1 }], 'nothing ran again');
+
+  const other = await runExecutor<MigrationRunReport>('migration-apply', { ...env, operationId: operationId('other') });
+  t.equal(other.error?.code, 'history_moved');
+  t.same(other.planned, approved);
+  t.match(other.error?.message, `another run applied approved migration 001, 002 (operation ${op})`);
+  t.equal(await rowCount(), 2);
+
+  const misnamed = await runExecutor<MigrationRunReport>('migration-apply', { ...env, artifactDir: artifactDir(t, { 'init.sql': '' }) });
+  t.equal(misnamed.error?.code, 'invalid_migration_name');
+  t.same(misnamed.planned, approved, 'an artifact refused before the database is opened still names the approval');
+});
+
 t.test('an apply whose approved sequence no longer matches refuses and changes nothing', async (t) => {
   const db = await freshDatabase(t, 'exec_mig_mismatch');
   const dir = artifactDir(t, { '1_a.up.sql': 'CREATE TABLE a (x int);', '2_b.up.sql': 'CREATE TABLE b (x int);' });

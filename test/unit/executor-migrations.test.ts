@@ -7,6 +7,9 @@ import { ExecutorFailure } from '../../src/executor/failure.js';
 import { assertNoTransactionControl, readMigrationSources, type MigrationSource } from '../../src/executor/migrations/files.js';
 import { computeHistory, historyFingerprint, pendingSources, type HistoryRow } from '../../src/executor/migrations/history.js';
 import { readApprovedSequence, refuseUnlessApproved } from '../../src/executor/migrations/commands.js';
+import { runCommand } from '../../src/executor/run.js';
+import type { MigrationRunReport } from '../../src/shared/executor-report.js';
+import { EXECUTOR_ENV } from '../../src/shared/runner-env.js';
 
 function artifact(t: Test, files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'ptah-mig-unit-'));
@@ -96,7 +99,7 @@ t.test('apply refuses before changing anything unless the pending files begin wi
   const fp = historyFingerprint(rows);
   const approved = [{ version: '2', checksum: sources[1]!.checksum }, { version: '3', checksum: sources[2]!.checksum }];
   const refuse = (r: HistoryRow[], planned: { version: string; checksum: string }[], expected: string, s = sources) =>
-    failureCode(() => refuseUnlessApproved(computeHistory(s, r), pendingSources(s, r), planned, expected));
+    failureCode(() => refuseUnlessApproved(computeHistory(s, r), pendingSources(s, r), { planned, expectedFingerprint: expected, operationId: 'op' }));
 
   t.equal(refuse(rows, approved, fp), undefined, 'exact match passes');
   t.equal(refuse(rows, [{ version: '002', checksum: sources[1]!.checksum }, approved[1]!], fp), undefined, 'versions compare numerically');
@@ -114,6 +117,71 @@ t.test('apply refuses before changing anything unless the pending files begin wi
   const nineApplied = [row('1'), row('9')];
   t.equal(refuse(nineApplied, approved, historyFingerprint(nineApplied), withNine), 'out_of_order');
   t.equal(refuse([row('1'), row('2'), row('3')], [], historyFingerprint([row('1'), row('2'), row('3')])), undefined, 'nothing pending, nothing approved');
+});
+
+t.test('a moved history says which approved migrations it now records, and which operation applied them', async (t) => {
+  const THIS = 'sha256:1#this';
+  const versions = Array.from({ length: 12 }, (_, i) => String(i + 1));
+  const sources = versions.map((v) => source(v));
+  const approved = sources.map((s) => ({ version: s.version, checksum: s.checksum }));
+  /** The refusal of a run approved for `planned` on the empty history, now that `rows` are recorded. */
+  const refusal = (rows: HistoryRow[], planned = approved.slice(0, 2)) => {
+    try {
+      refuseUnlessApproved(computeHistory(sources, rows), pendingSources(sources, rows), { planned, expectedFingerprint: historyFingerprint([]), operationId: THIS });
+    } catch (err) {
+      if (err instanceof ExecutorFailure) return { code: err.code, message: err.message };
+      throw err;
+    }
+    throw new Error('not refused');
+  };
+
+  const rerun = refusal([row('1', { operationId: THIS }), row('2', { operationId: THIS })]);
+  t.equal(rerun.code, 'history_moved', 'the code stays');
+  t.equal(rerun.message, 'every approved migration (2: 1, 2) is already recorded as applied by this operation (sha256:1#this), by an earlier attempt ' +
+    'of this same run, not by another run; none was run again and nothing was changed');
+
+  const others = refusal([row('1', { operationId: 'op-a' }), row('2', { operationId: 'op-b' })]);
+  t.equal(others.code, 'history_moved');
+  t.match(others.message, /another run applied approved migration 1 \(operation op-a\) and 2 \(operation op-b\);/);
+  t.notMatch(others.message, /this operation/);
+
+  const halfway = refusal([row('1', { operationId: THIS })]);
+  t.match(halfway.message, /approved migration 1 is already recorded as applied by this operation \(sha256:1#this\).*; approved migration 2 is not applied;/);
+  t.match(halfway.message, /approve a new plan; nothing was changed$/);
+
+  const many = refusal(versions.map((v) => row(v, { operationId: v === '12' ? 'op-b' : 'op-a' })), approved);
+  t.match(many.message, /another run applied approved migration 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 \(operation op-a\) and 2 more;/, 'the first 10 are named');
+
+  const unrelated = refusal([row('1', { operationId: 'op-a' })], approved.slice(1, 3));
+  t.match(unrelated.message, /none of the approved migrations is recorded as applied/);
+});
+
+t.test('a refused apply reports the approved sequence it was given, or says it could not read it', async (t) => {
+  const checksum = `sha256:${'c'.repeat(64)}`;
+  const sequence = [{ version: '7', checksum }];
+  const dir = artifact(t, { 'seq.json': JSON.stringify(sequence) });
+  const env = (values: Partial<Record<keyof typeof EXECUTOR_ENV, string>>) =>
+    Object.fromEntries(Object.entries(values).map(([key, value]) => [EXECUTOR_ENV[key as keyof typeof EXECUTOR_ENV], value]));
+  const inputs = {
+    dbUrl: 'postgresql://nobody@127.0.0.1:1/none', operationId: 'op', coordinationDigest: checksum, expectedHistoryFingerprint: checksum,
+    expectedSequenceFile: join(dir, 'seq.json'), artifactDir: join(dir, 'no-such-artifact'),
+  };
+  const apply = async (values: Partial<Record<keyof typeof EXECUTOR_ENV, string>>) => (await runCommand('migration-apply', env(values))) as MigrationRunReport;
+
+  const unreadableArtifact = await apply(inputs);
+  t.equal(unreadableArtifact.error?.code, 'artifact_unreadable');
+  t.equal(unreadableArtifact.outcome, 'failed');
+  t.same(unreadableArtifact.applied, []);
+  t.same(unreadableArtifact.planned, sequence, 'the approval it was given');
+
+  const noOperation = await apply({ ...inputs, operationId: '' });
+  t.equal(noOperation.error?.code, 'invalid_input');
+  t.same(noOperation.planned, sequence);
+
+  const unreadableSequence = await apply({ ...inputs, expectedSequenceFile: join(dir, 'missing.json') });
+  t.equal(unreadableSequence.error?.code, 'invalid_input');
+  t.match(unreadableSequence.error?.message, /cannot read the approved sequence/);
+  t.same(unreadableSequence.planned, [], 'no approval could be read');
 });
 
 t.test('the approved sequence file must be a list of {version, checksum}', async (t) => {

@@ -121,6 +121,17 @@ const cases: Case[] = [
     name: 'a refusal before any write in a partial run is not believed', operation: 'migration-apply',
     run: run(migration('partial', 1, heldByOtherRealm), { exitCode: 1 }), code: RUNNER_ERROR.invalidReport, flags: [true, true], content: [],
   },
+  // The executor names its approval in a refusal too; only one that could not read it names none (src/executor/run.ts).
+  {
+    name: 'a migration run whose artifact was refused names its approval', operation: 'migration-apply',
+    run: run(migration('failed', 0, { code: 'invalid_migration_name', message: 'init.sql is not a migration file name' }), { exitCode: 1 }),
+    code: 'invalid_migration_name', flags: [false, false], content: ['migrationRun'],
+  },
+  {
+    name: 'a refused migration run naming no approval is not believed', operation: 'migration-apply',
+    run: run(migration('failed', 0, { code: 'invalid_input', message: 'cannot read the approved sequence' }, []), { exitCode: 1 }),
+    code: RUNNER_ERROR.invalidReport, flags: [true, true], content: [],
+  },
   { name: 'a partial migration run', operation: 'migration-apply', run: run(migration('partial', 1, failure), { exitCode: 1 }), code: 'statement_failed', flags: [true, true], content: ['migrationRun'] },
   { name: 'an unknown migration run', operation: 'migration-apply', run: run(migration('unknown', 0, failure), { exitCode: 1 }), code: 'statement_failed', flags: [true, true], content: ['migrationRun'] },
   { name: 'an applied report from a killed executor', operation: 'migration-apply', run: run(migration('applied', 2), { exitCode: null, signal: 'SIGKILL' }), code: undefined, flags: [true, false], childExitCode: 137 },

@@ -166,7 +166,7 @@ export async function harvestMigrationApply(pass: MigrationPass, claim: ActiveOp
   const message = outcome === 'Failed' ? (account.error ?? 'the run changed nothing') : `${outcome}: ${account.appliedVersions.length} migration(s) applied`;
   const report: Report = outcome === 'Failed'
     ? { phase: 'Failed', reason: 'ApplyFailed', message: `operation ${claim.id} changed nothing: ${message}` }
-    : { phase: 'VerifyingHistory', reason: 'VerifyingHistory', message: `operation ${claim.id} ${outcome === 'Applied' ? `applied ${account.appliedVersions.join(', ')}` : 'found nothing to apply'}; reading the history back` };
+    : { phase: 'VerifyingHistory', reason: 'VerifyingHistory', message: `operation ${claim.id} ${outcome === 'Applied' ? `applied ${versionsText(account.appliedVersions)}` : 'found nothing to apply'}; reading the history back` };
   await retireMigrationClaim(pass, {
     disposition: 'accounted',
     why: outcome,

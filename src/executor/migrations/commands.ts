@@ -15,7 +15,7 @@ import { connectTarget, type CommandContext } from '../physical-identity.js';
 import { splitSqlStatements, type SplitOptions } from '../sql-split.js';
 import { acquireWriterLocks, connectWriter } from '../writer-lock.js';
 import { assertRunnable, readMigrationSources, type MigrationSource } from './files.js';
-import { computeHistory, pendingSources, readHistoryRows, toMigrationFile } from './history.js';
+import { computeHistory, orderOf, pendingSources, readHistoryRows, toMigrationFile } from './history.js';
 
 type ApprovedStep = { version: string; checksum: string };
 
@@ -39,10 +39,23 @@ async function sessionLexing(client: Db): Promise<SplitOptions> {
 }
 
 export async function migrationApply(env: Env, context: CommandContext): Promise<MigrationRunReport> {
+  // Read first, so that every report below, a refusal too, names the approval it was held to; a sequence that
+  // cannot be read is run.ts's error report, with no approval to name.
   const planned = readApprovedSequence(requireEnv(env, 'expectedSequenceFile'));
   const report: Reporter = (outcome, applied, error, failedVersion) =>
     ({ command: 'migration-apply', outcome, applied, planned, ...(error ? { error } : {}), ...(failedVersion ? { failedVersion } : {}) });
-  const run: ApplyRun = {
+  // Everything that throws below happens before the first file starts, so a thrown failure changed nothing.
+  try {
+    return await applyUnderLock(applyRun(env, planned, report), context);
+  } catch (err) {
+    return report('failed', [], (err instanceof ExecutorFailure ? err
+      : new ExecutorFailure(failureCode(err, 'database_error'), `the run failed before applying anything: ${errorMessage(err)}`)).toReport());
+  }
+}
+
+/** The run's inputs besides the approved sequence; throws ExecutorFailure for an unset or invalid one, or an unreadable artifact. */
+function applyRun(env: Env, planned: ApprovedStep[], report: Reporter): ApplyRun {
+  return {
     dbUrl: requireEnv(env, 'dbUrl'),
     operationId: requireOperationId(env),
     coordinationDigest: requireDigestEnv(env, 'coordinationDigest'),
@@ -52,13 +65,6 @@ export async function migrationApply(env: Env, context: CommandContext): Promise
     planned,
     report,
   };
-  // Everything that throws below happens before the first file starts, so a thrown failure changed nothing.
-  try {
-    return await applyUnderLock(run, context);
-  } catch (err) {
-    return report('failed', [], (err instanceof ExecutorFailure ? err
-      : new ExecutorFailure(failureCode(err, 'database_error'), `the run failed before applying anything: ${errorMessage(err)}`)).toReport());
-  }
 }
 
 type Reporter = (outcome: MigrationRunOutcome, applied: MigrationFile[], error?: ExecutorError, failedVersion?: string) => MigrationRunReport;
@@ -139,7 +145,7 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
     try {
       const rows = await readHistoryRows(client);
       const pending = pendingSources(sources, rows);
-      refuseUnlessApproved(computeHistory(sources, rows), pending, run.planned, run.expectedFingerprint);
+      refuseUnlessApproved(computeHistory(sources, rows), pending, run);
       if (pending.length === 0) return report('up-to-date', []);
       const approved = pending.slice(0, run.planned.length);
       // migration-history refused these already; an approval must never make an unrunnable file run.
@@ -174,36 +180,71 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
   }
 }
 
+/** What a run was approved for, as refuseUnlessApproved holds it to the history. */
+export type Approval = Pick<ApplyRun, 'planned' | 'expectedFingerprint' | 'operationId'>;
+
+const listVersions = (versions: readonly string[]) => versions.slice(0, 10).join(', ') + (versions.length > 10 ? ', …' : '');
+
 /** Every refusal that must come before anything changes; throws ExecutorFailure (outcome `failed`). */
-export function refuseUnlessApproved(history: MigrationHistory, pending: readonly MigrationSource[], planned: readonly ApprovedStep[], expectedFingerprint: string): void {
-  const list = (versions: readonly string[]) => versions.slice(0, 10).join(', ') + (versions.length > 10 ? ', …' : '');
+export function refuseUnlessApproved(history: MigrationHistory, pending: readonly MigrationSource[], approval: Approval): void {
+  const { planned } = approval;
   if (history.dirty.length > 0) {
-    throw new ExecutorFailure('dirty_history', `migration ${list(history.dirty)} started without finishing (a no-transaction file failed or was interrupted); ` +
+    throw new ExecutorFailure('dirty_history', `migration ${listVersions(history.dirty)} started without finishing (a no-transaction file failed or was interrupted); ` +
       `repair the database and its ${HISTORY_TABLE} row by hand before applying more; nothing was changed`);
   }
   if (history.modified.length > 0) {
-    throw new ExecutorFailure('modified_migration', `applied migration ${list(history.modified)} no longer has the checksum it was applied with; ` +
+    throw new ExecutorFailure('modified_migration', `applied migration ${listVersions(history.modified)} no longer has the checksum it was applied with; ` +
       'restore the original file (applied files must never change); nothing was changed');
   }
   if (history.missing.length > 0) {
-    throw new ExecutorFailure('missing_migration', `applied migration ${list(history.missing)} is not in the artifact; an artifact must keep every applied file; nothing was changed`);
+    throw new ExecutorFailure('missing_migration', `applied migration ${listVersions(history.missing)} is not in the artifact; an artifact must keep every applied file; nothing was changed`);
   }
   if (history.outOfOrder.length > 0) {
-    throw new ExecutorFailure('out_of_order', `pending migration ${list(history.outOfOrder)} sorts before the highest applied version; ` +
+    throw new ExecutorFailure('out_of_order', `pending migration ${listVersions(history.outOfOrder)} sorts before the highest applied version; ` +
       'give it a version above every applied one; nothing was changed');
   }
-  if (history.fingerprint !== expectedFingerprint) {
-    throw new ExecutorFailure('history_moved', 'the migration history changed after this run was approved (another run applied migrations); ' +
-      'read the history and approve a new plan; nothing was changed');
-  }
+  if (history.fingerprint !== approval.expectedFingerprint) throw historyMoved(history, approval);
   // A plan carries at most MAX_PLANNED_MIGRATIONS files, so an approval may cover the first pending files only: the
   // run applies exactly those, in order, and the files after them wait for a plan of their own.
   const approvedPrefix = (planned.length > 0 || pending.length === 0) && planned.length <= pending.length &&
     planned.every((p, i) => BigInt(pending[i]!.version) === BigInt(p.version) && pending[i]!.checksum === p.checksum);
   if (!approvedPrefix) {
-    throw new ExecutorFailure('sequence_mismatch', `the pending migrations (${pending.length}: ${list(pending.map((s) => s.version))}) do not begin with the approved ` +
-      `sequence (${planned.length}: ${list(planned.map((p) => p.version))}) with the approved checksums; approve a new plan; nothing was changed`);
+    throw new ExecutorFailure('sequence_mismatch', `the pending migrations (${pending.length}: ${listVersions(pending.map((s) => s.version))}) do not begin with the approved ` +
+      `sequence (${planned.length}: ${listVersions(planned.map((p) => p.version))}) with the approved checksums; approve a new plan; nothing was changed`);
   }
+}
+
+/**
+ * The history moved since the approval: which approved migrations it now records, and by whom. A Job whose earlier
+ * Pod applied them carries this run's own operation ID, and is not another run.
+ */
+function historyMoved(history: MigrationHistory, { planned, operationId }: Approval): ExecutorFailure {
+  const recordedBy = new Map(history.applied.map((a) => [orderOf(a.version), a.operationId]));
+  const approved = planned.map((p) => ({ version: p.version, by: recordedBy.get(orderOf(p.version)) }));
+  const ours = approved.filter((a) => a.by === operationId).map((a) => a.version);
+  const theirs = approved.filter((a): a is { version: string; by: string } => a.by !== undefined && a.by !== operationId);
+  const notYet = approved.filter((a) => a.by === undefined).map((a) => a.version);
+  const byThisOperation = `already recorded as applied by this operation (${operationId}), by an earlier attempt of this same run`;
+  if (planned.length > 0 && ours.length === planned.length) {
+    return new ExecutorFailure('history_moved', `every approved migration (${planned.length}: ${listVersions(ours)}) is ${byThisOperation}, ` +
+      'not by another run; none was run again and nothing was changed');
+  }
+  const found = [
+    ...(ours.length > 0 ? [`approved migration ${listVersions(ours)} is ${byThisOperation}`] : []),
+    ...(theirs.length > 0 ? [`another run applied approved migration ${byOperations(theirs)}`] : []),
+    ...(notYet.length > 0 && notYet.length < planned.length ? [`approved migration ${listVersions(notYet)} is not applied`] : []),
+  ];
+  const what = found.length > 0 ? found.join('; ') : 'none of the approved migrations is recorded as applied';
+  return new ExecutorFailure('history_moved', `the migration history changed after this run was approved: ${what}; ` +
+    'read the history and approve a new plan; nothing was changed');
+}
+
+/** "1, 2 (operation a) and 3 (operation b)", for the first 10 versions. */
+function byOperations(applied: readonly { version: string; by: string }[]): string {
+  const groups = new Map<string, string[]>();
+  for (const { version, by } of applied.slice(0, 10)) groups.set(by, [...(groups.get(by) ?? []), version]);
+  const named = [...groups].map(([by, versions]) => `${versions.join(', ')} (operation ${by})`).join(' and ');
+  return named + (applied.length > 10 ? ` and ${applied.length - 10} more` : '');
 }
 
 export function readApprovedSequence(path: string): ApprovedStep[] {

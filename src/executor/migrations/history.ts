@@ -37,7 +37,8 @@ export function historyFingerprint(rows: readonly HistoryRow[]): string {
   return digest({ formatVersion: 1, rows: rows.map((r) => ({ version: r.version, checksum: r.checksum, dirty: r.dirty })) });
 }
 
-const orderOf = (version: string) => BigInt(version).toString();
+/** A version's numeric order as a key: `001` and `1` are one version. */
+export const orderOf = (version: string) => BigInt(version).toString();
 
 /** Files whose version has no history row, in version order. */
 export function pendingSources(sources: readonly MigrationSource[], rows: readonly HistoryRow[]): MigrationSource[] {
