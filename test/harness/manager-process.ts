@@ -88,9 +88,10 @@ export async function startManagerProcess(options: ManagerProcessOptions): Promi
     '--controller-image', options.controllerImage,
     '--revision', options.revision,
     '--log-level', options.logLevel ?? 'debug',
-    // A killed leader's successor waits out the Lease: short timings keep the many kills of the suite quick.
-    '--leader-election-lease-duration', '5s',
-    '--leader-election-renew-deadline', '4s',
+    // A killed leader's successor waits out the Lease: short timings keep the many kills of the suite quick, with a
+    // renew deadline (5 s) a loaded two-core machine's API server still meets.
+    '--leader-election-lease-duration', '6s',
+    '--leader-election-renew-deadline', '5s',
     '--leader-election-retry-period', '500ms',
   ];
   return launchManagerProcess({
