@@ -3,7 +3,7 @@
 import { canonicalJson, digest } from '../../shared/canonical.js';
 import type { DriftFinding } from '../../shared/executor-report.js';
 import {
-  grantId, memberId, type Column, type Comment, type CompositeType, type Constraint, type Domain, type EnumType, type Extension, type Grant,
+  grantId, memberId, type Collation, type Column, type Comment, type CompositeType, type Constraint, type Domain, type EnumType, type Extension, type Grant,
   type Index, type Policy, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
 } from './model.js';
 
@@ -30,6 +30,7 @@ export interface TableDelta {
 export interface ModelDiff {
   schemas: Delta<string>;
   extensions: Delta<Extension>;
+  collations: Delta<Collation>;
   enums: Delta<EnumType>;
   domains: Delta<Domain>;
   composites: Delta<CompositeType>;
@@ -95,6 +96,7 @@ export function diffModels(actual: SchemaModel, desired: SchemaModel): ModelDiff
   return {
     schemas: delta(actual.schemas, desired.schemas, (s) => s),
     extensions: delta(actual.extensions, desired.extensions, (x) => x.name),
+    collations: delta(actual.collations, desired.collations, (c) => c.key),
     enums: delta(actual.enums, desired.enums, (e) => e.key),
     domains: delta(actual.domains, desired.domains, (d) => d.key),
     composites: delta(actual.composites, desired.composites, (c) => c.key),
@@ -140,6 +142,7 @@ function driftEntries(diff: ModelDiff): DriftEntry[] {
   add('view', diff.views, (v) => v.key);
   add('sequence', diff.sequences, (s) => s.key);
   add('extension', diff.extensions, (x) => x.name);
+  add('collation', diff.collations, (c) => c.key);
   add('enum', diff.enums, (e) => e.key);
   add('domain', diff.domains, (d) => d.key);
   add('composite_type', diff.composites, (c) => c.key);

@@ -128,9 +128,22 @@ export interface EnumType {
 export interface Domain {
   key: RelationKey;
   type: string;
+  /** A collation other than its base type's (`COLLATE`). */
+  collation: string | null;
   notNull: boolean;
   default: string | null;
   checks: { name: string; definition: string }[];
+}
+
+/**
+ * A collation of a managed schema. Nothing of it but its name can be altered, so it is compared by its whole
+ * definition.
+ */
+export interface Collation {
+  /** `"schema"."name"`. */
+  key: RelationKey;
+  /** A CREATE COLLATION built from pg_collation (provider, locales, ICU rules, deterministic; introspect.ts). */
+  definition: string;
 }
 
 export interface CompositeType {
@@ -196,6 +209,7 @@ export interface Grant {
 export interface SchemaModel {
   schemas: string[];
   extensions: Extension[];
+  collations: Collation[];
   enums: EnumType[];
   domains: Domain[];
   composites: CompositeType[];
@@ -210,7 +224,7 @@ export interface SchemaModel {
 }
 
 export const emptyModel = (): SchemaModel => ({
-  schemas: [], extensions: [], enums: [], domains: [], composites: [], routines: [], tables: [], views: [], sequences: [],
+  schemas: [], extensions: [], collations: [], enums: [], domains: [], composites: [], routines: [], tables: [], views: [], sequences: [],
   triggers: [], policies: [], comments: [], grants: [],
 });
 
@@ -223,9 +237,10 @@ export const memberId = (m: { table: string; name: string }) => `${m.table} ${m.
 /** The state a fingerprint covers: everything modelled, order-independent, without derived data. */
 export function comparableState(model: SchemaModel): unknown {
   return {
-    formatVersion: 3,
+    formatVersion: 4,
     schemas: [...model.schemas].sort(),
     extensions: byName(model.extensions),
+    collations: byKey(model.collations),
     enums: byKey(model.enums),
     domains: byKey(model.domains).map((d) => ({ ...d, checks: byName(d.checks) })),
     composites: byKey(model.composites),

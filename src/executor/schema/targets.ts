@@ -36,6 +36,7 @@ export function commentTargets(model: SchemaModel): (target: string) => boolean 
     ...model.views.flatMap((v) => [`${v.materialized ? 'MATERIALIZED VIEW' : 'VIEW'} ${v.key}`, ...v.indexes.map((i) => indexTarget(v.schema, i.name))]),
     ...model.sequences.map((s) => `SEQUENCE ${s.key}`),
     ...model.routines.map(routineTarget),
+    ...model.collations.map((c) => `COLLATION ${c.key}`),
     ...model.enums.map((e) => `TYPE ${e.key}`),
     ...model.composites.map((c) => `TYPE ${c.key}`),
     ...model.domains.flatMap((d) => [`DOMAIN ${d.key}`, ...d.checks.map((c) => `CONSTRAINT ${quoteIdent(c.name)} ON DOMAIN ${d.key}`)]),
