@@ -189,6 +189,7 @@ t.test('objects outside the supported set are refused, in the desired schema and
     ['extension operator outside an extension', 'CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq);', /operator \(1\)/],
     ['collation of a composite type\'s attribute', 'CREATE TYPE c AS (a text COLLATE "C");', /composite_attribute_collation \(1\)/],
     ['ownership', 'CREATE ROLE ptah_scratch_owner_probe; CREATE TABLE t (a int); ALTER TABLE t OWNER TO ptah_scratch_owner_probe;', /ownership \(1\)/],
+    ['collation ownership', "CREATE ROLE ptah_scratch_owner_probe; CREATE COLLATION c (locale = 'C'); ALTER COLLATION c OWNER TO ptah_scratch_owner_probe;", /ownership \(1\)/],
     ['routine ownership', "CREATE ROLE ptah_scratch_owner_probe; CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'; ALTER FUNCTION f() OWNER TO ptah_scratch_owner_probe;", /ownership \(1\)/],
   ];
   const superuser = await freshDatabase(t, 'exec_unsupported_su');
@@ -203,6 +204,9 @@ t.test('objects outside the supported set are refused, in the desired schema and
   const aggregate = await planFor(superuser.url, schemaDir(t, 'CREATE AGGREGATE my_sum (int) (SFUNC = int4pl, STYPE = int);'));
   t.same(aggregate.plan?.statements, ['SET LOCAL check_function_bodies = off', 'CREATE OR REPLACE AGGREGATE "public"."my_sum"(integer) (SFUNC = int4pl, STYPE = integer)'],
     `an ordinary aggregate is modelled: ${JSON.stringify(aggregate.error)}`);
+  const collation = await planFor(superuser.url, schemaDir(t, "CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false); CREATE TABLE t (a text COLLATE ci);"));
+  t.same(collation.plan?.statements.slice(0, 1), [`CREATE COLLATION "public"."ci" (PROVIDER = icu, LOCALE = 'und-u-ks-level2', DETERMINISTIC = false)`],
+    `a collation of the schema's own is modelled: ${JSON.stringify(collation.error)}`);
   // An extension's own functions, types and operators are the extension's, never refused on their own.
   const withExtension = await planFor(superuser.url, schemaDir(t, 'CREATE EXTENSION citext; CREATE EXTENSION pgcrypto; CREATE TABLE t (a citext);'));
   t.equal(withExtension.outcome, 'Changes', `extensions are modelled: ${JSON.stringify(withExtension.error)}`);
