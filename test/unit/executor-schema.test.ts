@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { ExecutorFailure, redact, registerUrlSecrets } from '../../src/executor/failure.js';
 import { diffModels, summarizeDrift } from '../../src/executor/schema/diff.js';
 import {
-  emptyModel, stateFingerprint, type Collation, type Column, type Constraint, type Grant, type Index, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
+  emptyModel, stateFingerprint, type Collation, type Column, type Operator, type Constraint, type Grant, type Index, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
 } from '../../src/executor/schema/model.js';
 import { planStatements, type PlannedStatement } from '../../src/executor/schema/statements.js';
 import { planDocument, readPlanDocument } from '../../src/executor/schema/commands.js';
@@ -285,6 +285,49 @@ t.test('a changed collation is dropped and made again before what names it, its 
   t.same(summarizeDrift(diffModels(withCollation(ICU_CI, null), model({}))).findings.find((f) => f.category === 'extra_collation'), { category: 'extra_collation', count: 1 });
 });
 
+const operator = (name: string, fn: string, extra: Partial<Operator> = {}): Operator => ({
+  key: `public.${name}(text,text)`, name: `"public".${name}`, options: `FUNCTION = public.${fn}, LEFTARG = text, RIGHTARG = text`,
+  commutator: null, negator: null, routine: `public.${fn}(text,text)`, ...extra,
+});
+
+t.test('operators are made after their routines and before the tables, and dropped before their routines', async (t) => {
+  const eq = routine('ci_eq', 'SELECT true', 'boolean', 'text,text');
+  const checked = ptable('t', [col('a', 'text')], { constraints: [{ name: 'c', kind: 'check', definition: 'CHECK ((a OPERATOR(public.=~=) a))', references: null }] });
+  const desired = model({ routines: [eq], operators: [operator('=~=', 'ci_eq')], tables: [checked], comments: [{ target: 'OPERATOR public.=~=(text,text)', text: 'x' }] });
+  const plan = planStatements(model({}), desired);
+  const order = [/^CREATE OR REPLACE FUNCTION public.ci_eq/, /^CREATE OPERATOR "public".=~= \(FUNCTION = public.ci_eq, LEFTARG = text, RIGHTARG = text\)$/,
+    /^CREATE TABLE "public"."t"/, /^ALTER TABLE "public"."t" ADD CONSTRAINT "c"/, /^COMMENT ON OPERATOR public.=~=\(text,text\) IS 'x'$/];
+  const positions = order.map((p) => at(t, plan, p));
+  t.same(positions, [...positions].sort((a, b) => a - b), sqlOf(plan).join('\n'));
+
+  const back = planStatements(desired, model({}));
+  t.ok(at(t, back, /^DROP TABLE/) < at(t, back, /^DROP OPERATOR public.=~=\(text,text\)$/), 'the operator goes after the table using it');
+  t.ok(at(t, back, /^DROP OPERATOR/) < at(t, back, /^DROP FUNCTION public.ci_eq/), 'and before its routine');
+  t.equal(back.find((s) => s.sql.startsWith('DROP OPERATOR'))!.destructive, 'drop_routine');
+
+  const recreatedRoutine = planStatements(desired, { ...desired, routines: [{ ...eq, header: 'f boolean (x text, y text)', definition: eq.definition.replace('true', 'false') }] });
+  t.ok(at(t, recreatedRoutine, /^DROP OPERATOR/) < at(t, recreatedRoutine, /^DROP FUNCTION public.ci_eq/), 'a routine made again takes its operator down first');
+  t.ok(at(t, recreatedRoutine, /^CREATE OR REPLACE FUNCTION/) < at(t, recreatedRoutine, /^CREATE OPERATOR/), 'and makes it again after itself');
+  t.ok(recreatedRoutine.some((s) => s.sql.startsWith('COMMENT ON OPERATOR')), "the operator's comment is set again");
+});
+
+t.test("an operator's links: set by the partner made second, cleared by a partner's drop; another change makes it again", async (t) => {
+  const eq = operator('=~=', 'ci_eq');
+  const ne = operator('<~>', 'ci_ne');
+  const linked = [{ ...eq, negator: ne.key }, { ...ne, negator: eq.key }];
+  const added = planStatements(model({ operators: [eq] }), model({ operators: linked }));
+  t.same(sqlOf(added), ['CREATE OPERATOR "public".<~> (FUNCTION = public.ci_ne, LEFTARG = text, RIGHTARG = text, NEGATOR = OPERATOR("public".=~=))'],
+    'the new partner links the operator that stays');
+  t.same(sqlOf(planStatements(model({ operators: linked }), model({ operators: [eq] }))), ['DROP OPERATOR public.<~>(text,text)'], "the partner's drop clears the link");
+  const changed = planStatements(model({ operators: linked }), model({ operators: [{ ...linked[0]!, options: `${eq.options}, HASHES` }, linked[1]!] }));
+  t.same(sqlOf(changed), [
+    'DROP OPERATOR public.=~=(text,text)',
+    'CREATE OPERATOR "public".=~= (FUNCTION = public.ci_eq, LEFTARG = text, RIGHTARG = text, HASHES, NEGATOR = OPERATOR("public".<~>))',
+  ], 'made again, it links its partner again');
+  const unlinked = planStatements(model({ operators: linked }), model({ operators: [eq, ne] }));
+  t.equal(unlinked.filter((s) => s.sql.startsWith('DROP OPERATOR')).length, 1, 'a link no drop clears makes one of the pair again');
+});
+
 t.test('an extension changes version or schema in place', async (t) => {
   const plan = planStatements(model({ schemas: ['public', 'ext'], extensions: [{ name: 'citext', schema: 'public', version: '1.5' }] }),
     model({ schemas: ['public', 'ext'], extensions: [{ name: 'citext', schema: 'ext', version: '1.6' }] }));
@@ -548,7 +591,7 @@ t.test('generated columns: a changed expression is a new column; the fingerprint
   const kinds: Partial<SchemaModel>[] = [
     { extensions: [{ name: 'x', schema: 'public', version: '1' }] }, { enums: [{ key: 'public.e', schema: 'public', values: [] }] },
     { domains: [{ key: 'public.d', type: 'integer', collation: null, notNull: false, default: null, checks: [] }] }, { composites: [{ key: 'public.c', attributes: [] }] },
-    { routines: [routine('f')] }, { collations: [collation('ci', ICU_CI)] }, { triggers: [trigger('tr', 't', 'f')] }, { comments: [{ target: 'SCHEMA "public"', text: 'x' }] },
+    { routines: [routine('f')] }, { collations: [collation('ci', ICU_CI)] }, { operators: [operator('=~=', 'ci_eq')] }, { triggers: [trigger('tr', 't', 'f')] }, { comments: [{ target: 'SCHEMA "public"', text: 'x' }] },
     { grants: [grant('SCHEMA "public"', '"r"', 'USAGE')] }, { policies: [{ table: '"public"."t"', name: 'p', definition: 'CREATE POLICY' }] },
   ];
   const empty = stateFingerprint(model({}));

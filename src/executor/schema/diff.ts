@@ -4,7 +4,7 @@ import { canonicalJson, digest } from '../../shared/canonical.js';
 import type { DriftFinding } from '../../shared/executor-report.js';
 import {
   grantId, memberId, type Collation, type Column, type Comment, type CompositeType, type Constraint, type Domain, type EnumType, type Extension, type Grant,
-  type Index, type Policy, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
+  type Index, type Operator, type Policy, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
 } from './model.js';
 
 export interface Delta<T> {
@@ -35,6 +35,7 @@ export interface ModelDiff {
   domains: Delta<Domain>;
   composites: Delta<CompositeType>;
   routines: Delta<Routine>;
+  operators: Delta<Operator>;
   tables: { added: Table[]; removed: Table[]; altered: TableDelta[] };
   views: Delta<View>;
   sequences: Delta<Sequence>;
@@ -101,6 +102,7 @@ export function diffModels(actual: SchemaModel, desired: SchemaModel): ModelDiff
     domains: delta(actual.domains, desired.domains, (d) => d.key),
     composites: delta(actual.composites, desired.composites, (c) => c.key),
     routines: delta(actual.routines, desired.routines, (r) => r.key, (a, b) => same(routineContent(a), routineContent(b))),
+    operators: delta(actual.operators, desired.operators, (o) => o.key),
     tables: { added: tables.added, removed: tables.removed, altered },
     views: delta(actual.views, desired.views, (v) => v.key, (a, b) => same(withoutDependencies(a), withoutDependencies(b))),
     sequences: delta(actual.sequences, desired.sequences, (s) => s.key),
@@ -147,6 +149,7 @@ function driftEntries(diff: ModelDiff): DriftEntry[] {
   add('domain', diff.domains, (d) => d.key);
   add('composite_type', diff.composites, (c) => c.key);
   add('routine', diff.routines, (r) => r.key);
+  add('operator', diff.operators, (o) => o.key);
   add('trigger', diff.triggers, memberId);
   add('policy', diff.policies, memberId);
   add('comment', diff.comments, (c) => c.target);

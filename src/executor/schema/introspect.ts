@@ -4,7 +4,8 @@
 import { BOOKKEEPING_SCHEMA } from '../bookkeeping.js';
 import { quoteIdent, type Db } from '../db.js';
 import type {
-  Collation, Column, Comment, CompositeType, Constraint, ConstraintKind, Domain, EnumType, Extension, Grant, Index, PartitionIndex, Policy, Routine, SchemaModel,
+  Collation, Column, Comment, CompositeType, Constraint, ConstraintKind, Domain, EnumType, Extension, Grant, Index, Operator, PartitionIndex, Policy, Routine,
+  SchemaModel,
   Sequence, SequenceOptions, Table, Trigger, View,
 } from './model.js';
 
@@ -163,6 +164,7 @@ export async function introspect(client: Db): Promise<SchemaModel> {
        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
       WHERE ${MANAGED_NAMESPACE} AND ${MODELLED_ROUTINE('p')} AND ${notExtensionMember('pg_proc', 'p.oid')}`))
     .map((r): Routine => ({ ...r, kind: ROUTINE_KINDS[r.kind] ?? 'function', definition: r.definition.trim() }));
+  const operators = await rows<Operator>(OPERATORS);
   const triggers = (await rows<{ table: Oid; name: string; definition: string; routine: string }>(
     `SELECT tg.tgrelid::text AS table, tg.tgname AS name, pg_get_triggerdef(tg.oid) AS definition, tg.tgfoid::regprocedure::text AS routine
        FROM pg_trigger tg WHERE tg.tgrelid = ANY($1::oid[]) AND NOT tg.tgisinternal AND tg.tgparentid = 0`,
@@ -181,8 +183,23 @@ export async function introspect(client: Db): Promise<SchemaModel> {
     .map((r): Policy => ({ ...r, table: keyOf.get(r.table)! }));
   const comments = await rows<Comment>(COMMENTS);
   const grants = await rows<Grant>(GRANTS);
-  return { schemas, extensions, collations, enums, domains, composites, routines, tables, views, sequences, triggers, policies, comments, grants };
+  return { schemas, extensions, collations, enums, domains, composites, routines, operators, tables, views, sequences, triggers, policies, comments, grants };
 }
+
+// Operators other than shells (refused), each with its options as CREATE OPERATOR takes them. Its links to other
+// operators are read apart: the two of a pair both record them (operators.ts).
+const OPERATORS = `
+  SELECT o.oid::regoperator::text AS key, ${q('n.nspname')} || '.' || o.oprname AS name,
+         concat_ws(', ', 'FUNCTION = ' || o.oprcode::regproc::text, 'LEFTARG = ' || (SELECT format_type(o.oprleft, NULL) WHERE o.oprleft <> 0),
+           'RIGHTARG = ' || format_type(o.oprright, NULL),
+           CASE WHEN o.oprcom = o.oid THEN 'COMMUTATOR = OPERATOR(' || ${q('n.nspname')} || '.' || o.oprname || ')' END,
+           'RESTRICT = ' || ${functionOf('o.oprrest')}, 'JOIN = ' || ${functionOf('o.oprjoin')},
+           CASE WHEN o.oprcanhash THEN 'HASHES' END, CASE WHEN o.oprcanmerge THEN 'MERGES' END) AS options,
+         (SELECT o.oprcom::regoperator::text WHERE o.oprcom NOT IN (0, o.oid)) AS commutator,
+         (SELECT o.oprnegate::regoperator::text WHERE o.oprnegate <> 0) AS negator,
+         o.oprcode::regprocedure::text AS routine
+    FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+   WHERE ${MANAGED_NAMESPACE} AND o.oprcode <> 0 AND ${notExtensionMember('pg_operator', 'o.oid')}`;
 
 // Comments on the modelled objects, each with the target COMMENT ON takes. The stock comment on `public` is the
 // server's, and an extension's objects (and the extension itself) carry the extension's comments.
@@ -206,6 +223,8 @@ const COMMENTS = `
     UNION ALL SELECT 'pg_type'::regclass, t.oid, 0, CASE t.typtype WHEN 'd' THEN 'DOMAIN ' ELSE 'TYPE ' END || t.oid::regtype::text
       FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_type', 't.oid')}
     UNION ALL SELECT 'pg_namespace'::regclass, n.oid, 0, 'SCHEMA ' || ${q('n.nspname')} FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}
+    UNION ALL SELECT 'pg_operator'::regclass, o.oid, 0, 'OPERATOR ' || o.oid::regoperator::text
+      FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_operator', 'o.oid')}
     UNION ALL SELECT 'pg_collation'::regclass, co.oid, 0, 'COLLATION ' || ${qualified('n.nspname', 'co.collname')}
       FROM pg_collation co JOIN pg_namespace n ON n.oid = co.collnamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_collation', 'co.oid')}
     UNION ALL SELECT 'pg_trigger'::regclass, tg.oid, 0, 'TRIGGER ' || ${q('tg.tgname')} || ' ON ' || ${qualified('n.nspname', 'c.relname')}

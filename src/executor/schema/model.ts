@@ -146,6 +146,21 @@ export interface Collation {
   definition: string;
 }
 
+/** An operator of a managed schema (not a shell: those are refused). */
+export interface Operator {
+  /** `schema.name(left,right)` as regoperator prints it (`NONE` for a prefix operator's left). */
+  key: string;
+  /** `"schema".name`, as OPERATOR(…) and CREATE OPERATOR take it. */
+  name: string;
+  /** CREATE OPERATOR's options (function, argument types, RESTRICT, JOIN, HASHES, MERGES, itself as commutator). */
+  options: string;
+  /** Its commutator other than itself and its negator (operator keys): links its partner records too. */
+  commutator: string | null;
+  negator: string | null;
+  /** The routine it runs (`pg_catalog` or a Routine key), as regprocedure prints it. */
+  routine: string;
+}
+
 export interface CompositeType {
   key: RelationKey;
   attributes: { name: string; type: string }[];
@@ -214,6 +229,7 @@ export interface SchemaModel {
   domains: Domain[];
   composites: CompositeType[];
   routines: Routine[];
+  operators: Operator[];
   tables: Table[];
   views: View[];
   sequences: Sequence[];
@@ -224,7 +240,7 @@ export interface SchemaModel {
 }
 
 export const emptyModel = (): SchemaModel => ({
-  schemas: [], extensions: [], collations: [], enums: [], domains: [], composites: [], routines: [], tables: [], views: [], sequences: [],
+  schemas: [], extensions: [], collations: [], enums: [], domains: [], composites: [], routines: [], operators: [], tables: [], views: [], sequences: [],
   triggers: [], policies: [], comments: [], grants: [],
 });
 
@@ -245,6 +261,7 @@ export function comparableState(model: SchemaModel): unknown {
     domains: byKey(model.domains).map((d) => ({ ...d, checks: byName(d.checks) })),
     composites: byKey(model.composites),
     routines: byKey(model.routines).map((r) => ({ key: r.key, kind: r.kind, definition: r.definition })),
+    operators: byKey(model.operators),
     tables: byKey(model.tables).map((t) => ({
       key: t.key,
       columns: byName(t.columns),

@@ -8,7 +8,8 @@ import { canonicalJson, sha256Digest } from '../../shared/canonical.js';
 import { quoteIdent } from '../db.js';
 import { diffModels, type Delta, type ModelDiff, type TableDelta } from './diff.js';
 import type { Column, Constraint, Grant, Identity, Index, RelationKey, Routine, SchemaModel, SequenceOptions, Table, View } from './model.js';
-import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, routineTarget, type Recreated } from './targets.js';
+import { createOperator, dropOperator, planOperators } from './operators.js';
+import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, operatorTarget, routineTarget, type Recreated } from './targets.js';
 
 export type DestructiveReason =
   | 'drop_schema' | 'drop_table' | 'drop_column' | 'drop_view' | 'drop_sequence' | 'change_column_type'
@@ -86,6 +87,9 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   }
   const routinesTakenDown = actual.routines.filter((r) => routinesGoing.has(r.key) && takenDown(r));
   const takenDownFirst = new Set(routinesTakenDown.map((r) => r.key));
+  const operators = planOperators(actual, desired, diff, routinesGoing);
+  // An operator removed with its routine goes before the routine; any other goes last, once nothing uses it.
+  const operatorsDroppedLast = diff.operators.removed.filter((o) => !routinesGoing.has(o.routine));
 
   const needsNoBodyCheck = diff.routines.added.length + diff.routines.changed.length > 0;
   if (needsNoBodyCheck) emit('SET LOCAL check_function_bodies = off');
@@ -181,7 +185,12 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     for (const i of t.indexes) recreated.targets.add(indexTarget(t.schema, i.name));
   }
 
-  // 7. Routines whose signature holds but whose header changes (nothing reads them any more).
+  // 7. Operators made again (nothing reads them any more) or going with their routine, then routines whose signature
+  // holds but whose header changes.
+  for (const o of [...operators.recreated, ...diff.operators.removed.filter((o) => routinesGoing.has(o.routine))]) {
+    emit(dropOperator(o), desired.operators.some((d) => d.key === o.key) ? {} : { destructive: 'drop_routine' });
+    recreated.targets.add(operatorTarget(o));
+  }
   for (const r of routinesRecreated.filter((r) => !takenDownFirst.has(r.key))) emit(dropRoutine(r));
   for (const r of routinesRecreated) recreated.targets.add(routineTarget(r));
 
@@ -222,6 +231,9 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     for (const { routine } of dependencyOrder(routinesToCreate.filter((r) => phaseOf(r) === phase).map(routineNode))) emit(routine.definition);
   };
   createInPhase('before_tables');
+  const desiredOperators = new Map(desired.operators.map((o) => [o.key, o]));
+  const afterTables = (routine: string) => desired.routines.some((r) => r.key === routine && phaseOf(r) !== 'before_tables');
+  for (const o of operators.created.filter((o) => !afterTables(o.routine))) emit(createOperator(o, desiredOperators));
 
   // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
   for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
@@ -291,6 +303,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   // 16. Routines that need the tables: SQL-standard bodies, parsed now that the tables they read exist, signatures
   // that use a table's row type, and the routines (aggregates) calling either.
   createInPhase('after_tables');
+  for (const o of operators.created.filter((o) => afterTables(o.routine))) emit(createOperator(o, desiredOperators));
 
   // 17. Views and materialized views, each after the views and routines it reads, with a materialized view's indexes,
   // in one order with the routines whose signature uses a view's row type (each after those views).
@@ -321,7 +334,8 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   }
   for (const p of [...diff.policies.added, ...changedTo(diff.policies), ...policiesToRestore]) emit(p.definition, { privilege: true });
 
-  // 20. What goes for good once nothing uses it: routines, types, collations, extensions, then the schemas, now empty.
+  // 20. What goes for good once nothing uses it: operators, routines, types, collations, extensions, then the schemas, now empty.
+  for (const o of operatorsDroppedLast) emit(dropOperator(o), { destructive: 'drop_routine' });
   for (const r of diff.routines.removed.filter((r) => !takenDownFirst.has(r.key))) emit(dropRoutine(r), { destructive: 'drop_routine' });
   for (const c of diff.composites.removed) emit(`DROP TYPE ${c.key}`, { destructive: 'drop_type' });
   for (const d of diff.domains.removed) emit(`DROP DOMAIN ${d.key}`, { destructive: 'drop_type' });
