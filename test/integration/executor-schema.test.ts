@@ -186,9 +186,12 @@ t.test('objects outside the supported set are refused, in the desired schema and
     ['column privilege', `CREATE TABLE t (a int); GRANT SELECT (a) ON t TO "${db.role}";`, /column_privilege \(1\)/],
     ['default privilege', `ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO "${db.role}";`, /default_privilege \(1\)/],
     ['disabled trigger', "CREATE TABLE t (a int); CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION tf(); ALTER TABLE t DISABLE TRIGGER tr;", /disabled_trigger \(1\)/],
-    ['extension operator outside an extension', 'CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq);', /operator \(1\)/],
+    // An operator is modelled; the shell its commutator names, never defined, is not.
+    ['shell operator', 'CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq, COMMUTATOR = ====);', /outside the supported set: shell_operator \(1\)\. See/],
+    ['operator ownership', 'CREATE ROLE ptah_scratch_owner_probe; CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq); ALTER OPERATOR === (int, int) OWNER TO ptah_scratch_owner_probe;', /ownership \(1\)/],
     ['collation of a composite type\'s attribute', 'CREATE TYPE c AS (a text COLLATE "C");', /composite_attribute_collation \(1\)/],
     ['ownership', 'CREATE ROLE ptah_scratch_owner_probe; CREATE TABLE t (a int); ALTER TABLE t OWNER TO ptah_scratch_owner_probe;', /ownership \(1\)/],
+    ['collation ownership', "CREATE ROLE ptah_scratch_owner_probe; CREATE COLLATION c (locale = 'C'); ALTER COLLATION c OWNER TO ptah_scratch_owner_probe;", /ownership \(1\)/],
     ['routine ownership', "CREATE ROLE ptah_scratch_owner_probe; CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'; ALTER FUNCTION f() OWNER TO ptah_scratch_owner_probe;", /ownership \(1\)/],
   ];
   const superuser = await freshDatabase(t, 'exec_unsupported_su');
@@ -203,6 +206,12 @@ t.test('objects outside the supported set are refused, in the desired schema and
   const aggregate = await planFor(superuser.url, schemaDir(t, 'CREATE AGGREGATE my_sum (int) (SFUNC = int4pl, STYPE = int);'));
   t.same(aggregate.plan?.statements, ['SET LOCAL check_function_bodies = off', 'CREATE OR REPLACE AGGREGATE "public"."my_sum"(integer) (SFUNC = int4pl, STYPE = integer)'],
     `an ordinary aggregate is modelled: ${JSON.stringify(aggregate.error)}`);
+  const collation = await planFor(superuser.url, schemaDir(t, "CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false); CREATE TABLE t (a text COLLATE ci);"));
+  t.same(collation.plan?.statements.slice(0, 1), [`CREATE COLLATION "public"."ci" (PROVIDER = icu, LOCALE = 'und-u-ks-level2', DETERMINISTIC = false)`],
+    `a collation of the schema's own is modelled: ${JSON.stringify(collation.error)}`);
+  const operator = await planFor(superuser.url, schemaDir(t, 'CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq, COMMUTATOR = ===);'));
+  t.same(operator.plan?.statements, ['CREATE OPERATOR "public".=== (FUNCTION = int4eq, LEFTARG = integer, RIGHTARG = integer, COMMUTATOR = OPERATOR("public".===))'],
+    `an operator over a function is modelled: ${JSON.stringify(operator.error)}`);
   // An extension's own functions, types and operators are the extension's, never refused on their own.
   const withExtension = await planFor(superuser.url, schemaDir(t, 'CREATE EXTENSION citext; CREATE EXTENSION pgcrypto; CREATE TABLE t (a citext);'));
   t.equal(withExtension.outcome, 'Changes', `extensions are modelled: ${JSON.stringify(withExtension.error)}`);

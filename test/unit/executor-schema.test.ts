@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { ExecutorFailure, redact, registerUrlSecrets } from '../../src/executor/failure.js';
 import { diffModels, summarizeDrift } from '../../src/executor/schema/diff.js';
 import {
-  emptyModel, stateFingerprint, type Column, type Constraint, type Grant, type Index, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
+  emptyModel, stateFingerprint, type Collation, type Column, type Operator, type Constraint, type Grant, type Index, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
 } from '../../src/executor/schema/model.js';
 import { planStatements, type PlannedStatement } from '../../src/executor/schema/statements.js';
 import { planDocument, readPlanDocument } from '../../src/executor/schema/commands.js';
@@ -228,7 +228,7 @@ t.test('extensions and types exist before the tables that use them, and go only 
   const desired = model({
     extensions: [{ name: 'citext', schema: 'public', version: '1.6' }],
     enums: [{ key: 'public.mood', schema: 'public', values: ['sad', 'happy'] }],
-    domains: [{ key: 'public.email', type: 'public.citext', notNull: false, default: null, checks: [{ name: 'has_at', definition: "CHECK ((VALUE ~~ '%@%'::public.citext))" }] }],
+    domains: [{ key: 'public.email', type: 'public.citext', collation: null, notNull: false, default: null, checks: [{ name: 'has_at', definition: "CHECK ((VALUE ~~ '%@%'::public.citext))" }] }],
     composites: [{ key: 'public.pair', attributes: [{ name: 'a', type: 'public.mood' }] }],
     tables: [ptable('t', [col('m', 'public.mood'), col('e', 'public.email'), col('p', 'public.pair')])],
   });
@@ -243,6 +243,89 @@ t.test('extensions and types exist before the tables that use them, and go only 
   const dropTable = at(t, back, /^DROP TABLE "public"."t"$/);
   for (const p of [/^DROP TYPE public.pair$/, /^DROP DOMAIN public.email$/, /^DROP TYPE public.mood$/, /^DROP EXTENSION "citext"$/]) t.ok(at(t, back, p) > dropTable, `${p} after the table`);
   t.same([...new Set(back.flatMap((s) => (s.destructive ? [s.destructive] : [])))].sort(), ['drop_extension', 'drop_table', 'drop_type']);
+});
+
+const collation = (name: string, options: string): Collation => ({ key: `"public"."${name}"`, definition: `CREATE COLLATION "public"."${name}" (${options})` });
+const ICU_CI = "PROVIDER = icu, LOCALE = 'und-u-ks-level2', DETERMINISTIC = false";
+
+t.test('collations exist before the domains, tables and indexes that name them, and go only after', async (t) => {
+  const desired = model({
+    collations: [collation('ci', ICU_CI)],
+    domains: [{ key: 'public.code', type: 'text', collation: 'public.ci', notNull: false, default: null, checks: [] }],
+    tables: [ptable('t', [col('a', 'text', { collation: 'public.ci' }), col('c', 'public.code')], { indexes: [index('t_a', 't', ' COLLATE public.ci')] })],
+    comments: [{ target: 'COLLATION "public"."ci"', text: 'case-insensitive' }],
+  });
+  const plan = planStatements(model({}), desired);
+  const order = [/^CREATE COLLATION "public"."ci" \(PROVIDER = icu/, /^CREATE DOMAIN public.code AS text COLLATE public.ci$/,
+    /^CREATE TABLE "public"."t" \(\n {2}"a" text COLLATE public.ci,/, /^CREATE INDEX t_a ON public.t/, /^COMMENT ON COLLATION "public"."ci" IS 'case-insensitive'$/];
+  const positions = order.map((p) => at(t, plan, p));
+  t.same(positions, [...positions].sort((a, b) => a - b), sqlOf(plan).join('\n'));
+
+  const back = planStatements(desired, model({}));
+  const dropCollation = at(t, back, /^DROP COLLATION "public"."ci"$/);
+  for (const p of [/^DROP TABLE "public"."t"$/, /^DROP DOMAIN public.code$/]) t.ok(at(t, back, p) < dropCollation, `${p} before the collation`);
+  t.equal(back[dropCollation]!.destructive, 'drop_type', 'a dropped collation is classified as a dropped type');
+
+  const moved = planStatements(desired, { ...desired, tables: [ptable('t', [col('a', 'text'), col('c', 'public.code')])] });
+  t.notOk(moved.some((s) => s.sql.includes('DROP COLLATION')), 'a collation a column leaves stays while the desired schema has it');
+});
+
+t.test('a changed collation is dropped and made again before what names it, its comment set again; a domain changes collation by a rebuild', async (t) => {
+  const withCollation = (options: string, domainCollation: string | null) => model({
+    collations: [collation('ci', options)],
+    domains: [{ key: 'public.code', type: 'text', collation: domainCollation, notNull: false, default: null, checks: [] }],
+    comments: [{ target: 'COLLATION "public"."ci"', text: 'x' }],
+  });
+  const plan = planStatements(withCollation(ICU_CI, null), withCollation("PROVIDER = icu, LOCALE = 'und-u-ks-level1', DETERMINISTIC = false", 'public.ci'));
+  t.same(sqlOf(plan), [
+    'DROP COLLATION "public"."ci"', `CREATE COLLATION "public"."ci" (PROVIDER = icu, LOCALE = 'und-u-ks-level1', DETERMINISTIC = false)`,
+    'DROP DOMAIN public.code', 'CREATE DOMAIN public.code AS text COLLATE public.ci', `COMMENT ON COLLATION "public"."ci" IS 'x'`,
+  ]);
+  t.same(plan.map((s) => s.destructive ?? null), ['drop_type', null, 'drop_type', null, null]);
+  t.same(summarizeDrift(diffModels(withCollation(ICU_CI, null), model({}))).findings.find((f) => f.category === 'extra_collation'), { category: 'extra_collation', count: 1 });
+});
+
+const operator = (name: string, fn: string, extra: Partial<Operator> = {}): Operator => ({
+  key: `public.${name}(text,text)`, name: `"public".${name}`, options: `FUNCTION = public.${fn}, LEFTARG = text, RIGHTARG = text`,
+  commutator: null, negator: null, routine: `public.${fn}(text,text)`, ...extra,
+});
+
+t.test('operators are made after their routines and before the tables, and dropped before their routines', async (t) => {
+  const eq = routine('ci_eq', 'SELECT true', 'boolean', 'text,text');
+  const checked = ptable('t', [col('a', 'text')], { constraints: [{ name: 'c', kind: 'check', definition: 'CHECK ((a OPERATOR(public.=~=) a))', references: null }] });
+  const desired = model({ routines: [eq], operators: [operator('=~=', 'ci_eq')], tables: [checked], comments: [{ target: 'OPERATOR public.=~=(text,text)', text: 'x' }] });
+  const plan = planStatements(model({}), desired);
+  const order = [/^CREATE OR REPLACE FUNCTION public.ci_eq/, /^CREATE OPERATOR "public".=~= \(FUNCTION = public.ci_eq, LEFTARG = text, RIGHTARG = text\)$/,
+    /^CREATE TABLE "public"."t"/, /^ALTER TABLE "public"."t" ADD CONSTRAINT "c"/, /^COMMENT ON OPERATOR public.=~=\(text,text\) IS 'x'$/];
+  const positions = order.map((p) => at(t, plan, p));
+  t.same(positions, [...positions].sort((a, b) => a - b), sqlOf(plan).join('\n'));
+
+  const back = planStatements(desired, model({}));
+  t.ok(at(t, back, /^DROP TABLE/) < at(t, back, /^DROP OPERATOR public.=~=\(text,text\)$/), 'the operator goes after the table using it');
+  t.ok(at(t, back, /^DROP OPERATOR/) < at(t, back, /^DROP FUNCTION public.ci_eq/), 'and before its routine');
+  t.equal(back.find((s) => s.sql.startsWith('DROP OPERATOR'))!.destructive, 'drop_routine');
+
+  const recreatedRoutine = planStatements(desired, { ...desired, routines: [{ ...eq, header: 'f boolean (x text, y text)', definition: eq.definition.replace('true', 'false') }] });
+  t.ok(at(t, recreatedRoutine, /^DROP OPERATOR/) < at(t, recreatedRoutine, /^DROP FUNCTION public.ci_eq/), 'a routine made again takes its operator down first');
+  t.ok(at(t, recreatedRoutine, /^CREATE OR REPLACE FUNCTION/) < at(t, recreatedRoutine, /^CREATE OPERATOR/), 'and makes it again after itself');
+  t.ok(recreatedRoutine.some((s) => s.sql.startsWith('COMMENT ON OPERATOR')), "the operator's comment is set again");
+});
+
+t.test("an operator's links: set by the partner made second, cleared by a partner's drop; another change makes it again", async (t) => {
+  const eq = operator('=~=', 'ci_eq');
+  const ne = operator('<~>', 'ci_ne');
+  const linked = [{ ...eq, negator: ne.key }, { ...ne, negator: eq.key }];
+  const added = planStatements(model({ operators: [eq] }), model({ operators: linked }));
+  t.same(sqlOf(added), ['CREATE OPERATOR "public".<~> (FUNCTION = public.ci_ne, LEFTARG = text, RIGHTARG = text, NEGATOR = OPERATOR("public".=~=))'],
+    'the new partner links the operator that stays');
+  t.same(sqlOf(planStatements(model({ operators: linked }), model({ operators: [eq] }))), ['DROP OPERATOR public.<~>(text,text)'], "the partner's drop clears the link");
+  const changed = planStatements(model({ operators: linked }), model({ operators: [{ ...linked[0]!, options: `${eq.options}, HASHES` }, linked[1]!] }));
+  t.same(sqlOf(changed), [
+    'DROP OPERATOR public.=~=(text,text)',
+    'CREATE OPERATOR "public".=~= (FUNCTION = public.ci_eq, LEFTARG = text, RIGHTARG = text, HASHES, NEGATOR = OPERATOR("public".<~>))',
+  ], 'made again, it links its partner again');
+  const unlinked = planStatements(model({ operators: linked }), model({ operators: [eq, ne] }));
+  t.equal(unlinked.filter((s) => s.sql.startsWith('DROP OPERATOR')).length, 1, 'a link no drop clears makes one of the pair again');
 });
 
 t.test('an extension changes version or schema in place', async (t) => {
@@ -507,8 +590,8 @@ t.test('generated columns: a changed expression is a new column; the fingerprint
   t.same(sqlOf(planStatements(m('a * 2'), m('a * 3'))), ['ALTER TABLE "public"."t" DROP COLUMN "g"', 'ALTER TABLE "public"."t" ADD COLUMN "g" integer GENERATED ALWAYS AS (a * 3) STORED']);
   const kinds: Partial<SchemaModel>[] = [
     { extensions: [{ name: 'x', schema: 'public', version: '1' }] }, { enums: [{ key: 'public.e', schema: 'public', values: [] }] },
-    { domains: [{ key: 'public.d', type: 'integer', notNull: false, default: null, checks: [] }] }, { composites: [{ key: 'public.c', attributes: [] }] },
-    { routines: [routine('f')] }, { triggers: [trigger('tr', 't', 'f')] }, { comments: [{ target: 'SCHEMA "public"', text: 'x' }] },
+    { domains: [{ key: 'public.d', type: 'integer', collation: null, notNull: false, default: null, checks: [] }] }, { composites: [{ key: 'public.c', attributes: [] }] },
+    { routines: [routine('f')] }, { collations: [collation('ci', ICU_CI)] }, { operators: [operator('=~=', 'ci_eq')] }, { triggers: [trigger('tr', 't', 'f')] }, { comments: [{ target: 'SCHEMA "public"', text: 'x' }] },
     { grants: [grant('SCHEMA "public"', '"r"', 'USAGE')] }, { policies: [{ table: '"public"."t"', name: 'p', definition: 'CREATE POLICY' }] },
   ];
   const empty = stateFingerprint(model({}));

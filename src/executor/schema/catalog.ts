@@ -14,7 +14,7 @@
 import { sha256Digest } from '../../shared/canonical.js';
 import type { Db } from '../db.js';
 import { ExecutorFailure } from '../failure.js';
-import { MANAGED_NAMESPACE, notExtensionMember } from './introspect.js';
+import { MANAGED_NAMESPACE, collationColumn, notExtensionMember } from './introspect.js';
 
 const NAMESPACES = `(SELECT n.oid FROM pg_namespace n WHERE ${MANAGED_NAMESPACE})`;
 const RELATIONS = `(SELECT c.oid FROM pg_class c WHERE c.relnamespace IN ${NAMESPACES} AND c.relkind <> 't' AND ${notExtensionMember('pg_class', 'c.oid')})`;
@@ -126,6 +126,8 @@ const FACTS = `
     FROM pg_operator o WHERE o.oprnamespace IN ${NAMESPACES} AND ${notExtensionMember('pg_operator', 'o.oid')}
   UNION ALL SELECT 'collation ' || co.oid::regcollation::text || ' provider ' || co.collprovider::text || ' deterministic ' || co.collisdeterministic::text
          || ' encoding ' || co.collencoding || ' collate ' || coalesce(co.collcollate, '-') || ' ctype ' || coalesce(co.collctype, '-')
+         || ' locale ' || coalesce(${collationColumn('colllocale')}, ${collationColumn('colliculocale')}, '-')
+         || ' rules ' || coalesce(${collationColumn('collicurules')}, '-')
     FROM pg_collation co WHERE co.collnamespace IN ${NAMESPACES} AND ${notExtensionMember('pg_collation', 'co.oid')}
   UNION ALL SELECT 'statistics ' || pg_get_statisticsobjdef(x.oid) FROM pg_statistic_ext x
    WHERE x.stxnamespace IN ${NAMESPACES} AND ${notExtensionMember('pg_statistic_ext', 'x.oid')}

@@ -3,8 +3,8 @@
 import { canonicalJson, digest } from '../../shared/canonical.js';
 import type { DriftFinding } from '../../shared/executor-report.js';
 import {
-  grantId, memberId, type Column, type Comment, type CompositeType, type Constraint, type Domain, type EnumType, type Extension, type Grant,
-  type Index, type Policy, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
+  grantId, memberId, type Collation, type Column, type Comment, type CompositeType, type Constraint, type Domain, type EnumType, type Extension, type Grant,
+  type Index, type Operator, type Policy, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
 } from './model.js';
 
 export interface Delta<T> {
@@ -30,10 +30,12 @@ export interface TableDelta {
 export interface ModelDiff {
   schemas: Delta<string>;
   extensions: Delta<Extension>;
+  collations: Delta<Collation>;
   enums: Delta<EnumType>;
   domains: Delta<Domain>;
   composites: Delta<CompositeType>;
   routines: Delta<Routine>;
+  operators: Delta<Operator>;
   tables: { added: Table[]; removed: Table[]; altered: TableDelta[] };
   views: Delta<View>;
   sequences: Delta<Sequence>;
@@ -95,10 +97,12 @@ export function diffModels(actual: SchemaModel, desired: SchemaModel): ModelDiff
   return {
     schemas: delta(actual.schemas, desired.schemas, (s) => s),
     extensions: delta(actual.extensions, desired.extensions, (x) => x.name),
+    collations: delta(actual.collations, desired.collations, (c) => c.key),
     enums: delta(actual.enums, desired.enums, (e) => e.key),
     domains: delta(actual.domains, desired.domains, (d) => d.key),
     composites: delta(actual.composites, desired.composites, (c) => c.key),
     routines: delta(actual.routines, desired.routines, (r) => r.key, (a, b) => same(routineContent(a), routineContent(b))),
+    operators: delta(actual.operators, desired.operators, (o) => o.key),
     tables: { added: tables.added, removed: tables.removed, altered },
     views: delta(actual.views, desired.views, (v) => v.key, (a, b) => same(withoutDependencies(a), withoutDependencies(b))),
     sequences: delta(actual.sequences, desired.sequences, (s) => s.key),
@@ -140,10 +144,12 @@ function driftEntries(diff: ModelDiff): DriftEntry[] {
   add('view', diff.views, (v) => v.key);
   add('sequence', diff.sequences, (s) => s.key);
   add('extension', diff.extensions, (x) => x.name);
+  add('collation', diff.collations, (c) => c.key);
   add('enum', diff.enums, (e) => e.key);
   add('domain', diff.domains, (d) => d.key);
   add('composite_type', diff.composites, (c) => c.key);
   add('routine', diff.routines, (r) => r.key);
+  add('operator', diff.operators, (o) => o.key);
   add('trigger', diff.triggers, memberId);
   add('policy', diff.policies, memberId);
   add('comment', diff.comments, (c) => c.target);

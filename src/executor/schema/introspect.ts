@@ -4,7 +4,8 @@
 import { BOOKKEEPING_SCHEMA } from '../bookkeeping.js';
 import { quoteIdent, type Db } from '../db.js';
 import type {
-  Column, Comment, CompositeType, Constraint, ConstraintKind, Domain, EnumType, Extension, Grant, Index, PartitionIndex, Policy, Routine, SchemaModel,
+  Collation, Column, Comment, CompositeType, Constraint, ConstraintKind, Domain, EnumType, Extension, Grant, Index, Operator, PartitionIndex, Policy, Routine,
+  SchemaModel,
   Sequence, SequenceOptions, Table, Trigger, View,
 } from './model.js';
 
@@ -52,6 +53,26 @@ const AGGREGATE_DEFINITION = `(SELECT 'CREATE OR REPLACE AGGREGATE ' || ${qualif
                         FROM (SELECT op.oprname, opn.nspname FROM pg_operator op JOIN pg_namespace opn ON opn.oid = op.oprnamespace WHERE op.oid = g.aggsortop) o),
       'PARALLEL = ' || CASE p.proparallel WHEN 's' THEN 'SAFE' WHEN 'r' THEN 'RESTRICTED' END) || ')'
    FROM pg_aggregate g WHERE g.aggfnoid = p.oid)`;
+
+/**
+ * A column of a pg_collation row aliased `co` that not every server has (read through its JSON form, so one query
+ * serves PostgreSQL 14–17): the ICU locale is `colliculocale` on 15 and 16, `colllocale` from 17 (on 14, collcollate);
+ * ICU tailoring rules (`collicurules`) exist from 16.
+ */
+export const collationColumn = (name: string) => `(to_jsonb(co) ->> '${name}')`;
+/**
+ * A collation's CREATE COLLATION, built from pg_collation for a row aliased `co` (with its namespace `n`): a libc
+ * collation by its two locales, any other by its locale, and whether it is deterministic, always written. A copy of
+ * `"C"` or `"POSIX"` (`FROM "C"`) serves every encoding, as they do, which no list of options makes: it is copied.
+ */
+const COLLATION_DEFINITION = `'CREATE COLLATION ' || ${qualified('n.nspname', 'co.collname')} || CASE
+    WHEN co.collprovider = 'c' AND co.collencoding = -1 AND co.collcollate = co.collctype THEN ' FROM pg_catalog.' || quote_ident(co.collcollate)
+    ELSE ' (' || concat_ws(', ',
+      'PROVIDER = ' || CASE co.collprovider WHEN 'c' THEN 'libc' WHEN 'i' THEN 'icu' WHEN 'b' THEN 'builtin' END,
+      CASE WHEN co.collprovider = 'c' THEN 'LC_COLLATE = ' || quote_literal(co.collcollate) || ', LC_CTYPE = ' || quote_literal(co.collctype)
+           ELSE 'LOCALE = ' || quote_literal(coalesce(${collationColumn('colllocale')}, ${collationColumn('colliculocale')}, co.collcollate)) END,
+      'RULES = ' || quote_literal(${collationColumn('collicurules')}),
+      'DETERMINISTIC = ' || CASE WHEN co.collisdeterministic THEN 'true' ELSE 'false' END) || ')' END`;
 
 /** Object ids as text: they are unsigned 32-bit and overflow int4. */
 type Oid = string;
@@ -104,12 +125,17 @@ export async function introspect(client: Db): Promise<SchemaModel> {
   const extensions = await rows<Extension>(
     `SELECT x.extname AS name, n.nspname AS schema, x.extversion AS version FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
       WHERE x.extname <> 'plpgsql'`);
+  const collations = await rows<Collation>(
+    `SELECT ${qualified('n.nspname', 'co.collname')} AS key, ${COLLATION_DEFINITION} AS definition
+       FROM pg_collation co JOIN pg_namespace n ON n.oid = co.collnamespace
+      WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_collation', 'co.oid')}`);
   const enums = await rows<EnumType>(
     `SELECT t.oid::regtype::text AS key, n.nspname AS schema, array_agg(e.enumlabel::text ORDER BY e.enumsortorder) AS values
        FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace JOIN pg_enum e ON e.enumtypid = t.oid
       WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_type', 't.oid')} GROUP BY 1, 2`);
   const domains = await rows<Domain>(
     `SELECT t.oid::regtype::text AS key, format_type(t.typbasetype, t.typtypmod) AS type, t.typnotnull AS "notNull",
+            CASE WHEN t.typcollation <> (SELECT b.typcollation FROM pg_type b WHERE b.oid = t.typbasetype) THEN t.typcollation::regcollation::text END AS collation,
             t.typdefault AS default,
             coalesce((SELECT json_agg(json_build_object('name', c.conname, 'definition', pg_get_constraintdef(c.oid)) ORDER BY c.conname)
                         FROM pg_constraint c WHERE c.contypid = t.oid AND c.contype = 'c'), '[]') AS checks
@@ -138,6 +164,7 @@ export async function introspect(client: Db): Promise<SchemaModel> {
        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
       WHERE ${MANAGED_NAMESPACE} AND ${MODELLED_ROUTINE('p')} AND ${notExtensionMember('pg_proc', 'p.oid')}`))
     .map((r): Routine => ({ ...r, kind: ROUTINE_KINDS[r.kind] ?? 'function', definition: r.definition.trim() }));
+  const operators = await rows<Operator>(OPERATORS);
   const triggers = (await rows<{ table: Oid; name: string; definition: string; routine: string }>(
     `SELECT tg.tgrelid::text AS table, tg.tgname AS name, pg_get_triggerdef(tg.oid) AS definition, tg.tgfoid::regprocedure::text AS routine
        FROM pg_trigger tg WHERE tg.tgrelid = ANY($1::oid[]) AND NOT tg.tgisinternal AND tg.tgparentid = 0`,
@@ -156,8 +183,23 @@ export async function introspect(client: Db): Promise<SchemaModel> {
     .map((r): Policy => ({ ...r, table: keyOf.get(r.table)! }));
   const comments = await rows<Comment>(COMMENTS);
   const grants = await rows<Grant>(GRANTS);
-  return { schemas, extensions, enums, domains, composites, routines, tables, views, sequences, triggers, policies, comments, grants };
+  return { schemas, extensions, collations, enums, domains, composites, routines, operators, tables, views, sequences, triggers, policies, comments, grants };
 }
+
+// Operators other than shells (refused), each with its options as CREATE OPERATOR takes them. Its links to other
+// operators are read apart: the two of a pair both record them (operators.ts).
+const OPERATORS = `
+  SELECT o.oid::regoperator::text AS key, ${q('n.nspname')} || '.' || o.oprname AS name,
+         concat_ws(', ', 'FUNCTION = ' || o.oprcode::regproc::text, 'LEFTARG = ' || (SELECT format_type(o.oprleft, NULL) WHERE o.oprleft <> 0),
+           'RIGHTARG = ' || format_type(o.oprright, NULL),
+           CASE WHEN o.oprcom = o.oid THEN 'COMMUTATOR = OPERATOR(' || ${q('n.nspname')} || '.' || o.oprname || ')' END,
+           'RESTRICT = ' || ${functionOf('o.oprrest')}, 'JOIN = ' || ${functionOf('o.oprjoin')},
+           CASE WHEN o.oprcanhash THEN 'HASHES' END, CASE WHEN o.oprcanmerge THEN 'MERGES' END) AS options,
+         (SELECT o.oprcom::regoperator::text WHERE o.oprcom NOT IN (0, o.oid)) AS commutator,
+         (SELECT o.oprnegate::regoperator::text WHERE o.oprnegate <> 0) AS negator,
+         o.oprcode::regprocedure::text AS routine
+    FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+   WHERE ${MANAGED_NAMESPACE} AND o.oprcode <> 0 AND ${notExtensionMember('pg_operator', 'o.oid')}`;
 
 // Comments on the modelled objects, each with the target COMMENT ON takes. The stock comment on `public` is the
 // server's, and an extension's objects (and the extension itself) carry the extension's comments.
@@ -181,6 +223,10 @@ const COMMENTS = `
     UNION ALL SELECT 'pg_type'::regclass, t.oid, 0, CASE t.typtype WHEN 'd' THEN 'DOMAIN ' ELSE 'TYPE ' END || t.oid::regtype::text
       FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_type', 't.oid')}
     UNION ALL SELECT 'pg_namespace'::regclass, n.oid, 0, 'SCHEMA ' || ${q('n.nspname')} FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}
+    UNION ALL SELECT 'pg_operator'::regclass, o.oid, 0, 'OPERATOR ' || o.oid::regoperator::text
+      FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_operator', 'o.oid')}
+    UNION ALL SELECT 'pg_collation'::regclass, co.oid, 0, 'COLLATION ' || ${qualified('n.nspname', 'co.collname')}
+      FROM pg_collation co JOIN pg_namespace n ON n.oid = co.collnamespace WHERE ${MANAGED_NAMESPACE} AND ${notExtensionMember('pg_collation', 'co.oid')}
     UNION ALL SELECT 'pg_trigger'::regclass, tg.oid, 0, 'TRIGGER ' || ${q('tg.tgname')} || ' ON ' || ${qualified('n.nspname', 'c.relname')}
       FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE ${MANAGED_NAMESPACE}
     UNION ALL SELECT 'pg_policy'::regclass, p.oid, 0, 'POLICY ' || ${q('p.polname')} || ' ON ' || ${qualified('n.nspname', 'c.relname')}

@@ -128,9 +128,37 @@ export interface EnumType {
 export interface Domain {
   key: RelationKey;
   type: string;
+  /** A collation other than its base type's (`COLLATE`). */
+  collation: string | null;
   notNull: boolean;
   default: string | null;
   checks: { name: string; definition: string }[];
+}
+
+/**
+ * A collation of a managed schema. Nothing of it but its name can be altered, so it is compared by its whole
+ * definition.
+ */
+export interface Collation {
+  /** `"schema"."name"`. */
+  key: RelationKey;
+  /** A CREATE COLLATION built from pg_collation (provider, locales, ICU rules, deterministic; introspect.ts). */
+  definition: string;
+}
+
+/** An operator of a managed schema (not a shell: those are refused). */
+export interface Operator {
+  /** `schema.name(left,right)` as regoperator prints it (`NONE` for a prefix operator's left). */
+  key: string;
+  /** `"schema".name`, as OPERATOR(…) and CREATE OPERATOR take it. */
+  name: string;
+  /** CREATE OPERATOR's options (function, argument types, RESTRICT, JOIN, HASHES, MERGES, itself as commutator). */
+  options: string;
+  /** Its commutator other than itself and its negator (operator keys): links its partner records too. */
+  commutator: string | null;
+  negator: string | null;
+  /** The routine it runs (`pg_catalog` or a Routine key), as regprocedure prints it. */
+  routine: string;
 }
 
 export interface CompositeType {
@@ -196,10 +224,12 @@ export interface Grant {
 export interface SchemaModel {
   schemas: string[];
   extensions: Extension[];
+  collations: Collation[];
   enums: EnumType[];
   domains: Domain[];
   composites: CompositeType[];
   routines: Routine[];
+  operators: Operator[];
   tables: Table[];
   views: View[];
   sequences: Sequence[];
@@ -210,7 +240,7 @@ export interface SchemaModel {
 }
 
 export const emptyModel = (): SchemaModel => ({
-  schemas: [], extensions: [], enums: [], domains: [], composites: [], routines: [], tables: [], views: [], sequences: [],
+  schemas: [], extensions: [], collations: [], enums: [], domains: [], composites: [], routines: [], operators: [], tables: [], views: [], sequences: [],
   triggers: [], policies: [], comments: [], grants: [],
 });
 
@@ -223,13 +253,15 @@ export const memberId = (m: { table: string; name: string }) => `${m.table} ${m.
 /** The state a fingerprint covers: everything modelled, order-independent, without derived data. */
 export function comparableState(model: SchemaModel): unknown {
   return {
-    formatVersion: 3,
+    formatVersion: 4,
     schemas: [...model.schemas].sort(),
     extensions: byName(model.extensions),
+    collations: byKey(model.collations),
     enums: byKey(model.enums),
     domains: byKey(model.domains).map((d) => ({ ...d, checks: byName(d.checks) })),
     composites: byKey(model.composites),
     routines: byKey(model.routines).map((r) => ({ key: r.key, kind: r.kind, definition: r.definition })),
+    operators: byKey(model.operators),
     tables: byKey(model.tables).map((t) => ({
       key: t.key,
       columns: byName(t.columns),

@@ -1,14 +1,15 @@
 // Turning a diff into ordered SQL. The order is fixed by what PostgreSQL refuses otherwise: what reads a
 // changing object (policies, triggers, views) goes first and comes back last; foreign keys leave before the
-// keys they reference change and return after; extensions, types and routines exist before the tables that
-// use them; what is dropped for good goes only once nothing uses it; comments and grants come last, when
+// keys they reference change and return after; extensions, collations, types and routines exist before the tables
+// that use them; what is dropped for good goes only once nothing uses it; comments and grants come last, when
 // every object they name exists. Each statement says, per statement kind and never by matching text, whether
 // it can lose data (destructive), changes who may do what (privilege), or rewrites, scans or blocks a table.
 import { canonicalJson, sha256Digest } from '../../shared/canonical.js';
 import { quoteIdent } from '../db.js';
 import { diffModels, type Delta, type ModelDiff, type TableDelta } from './diff.js';
 import type { Column, Constraint, Grant, Identity, Index, RelationKey, Routine, SchemaModel, SequenceOptions, Table, View } from './model.js';
-import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, routineTarget, type Recreated } from './targets.js';
+import { createOperator, dropOperator, planOperators } from './operators.js';
+import { commentTargets, grantTargets, indexTarget, isRecreatedTarget, operatorTarget, routineTarget, type Recreated } from './targets.js';
 
 export type DestructiveReason =
   | 'drop_schema' | 'drop_table' | 'drop_column' | 'drop_view' | 'drop_sequence' | 'change_column_type'
@@ -86,6 +87,9 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   }
   const routinesTakenDown = actual.routines.filter((r) => routinesGoing.has(r.key) && takenDown(r));
   const takenDownFirst = new Set(routinesTakenDown.map((r) => r.key));
+  const operators = planOperators(actual, desired, diff, routinesGoing);
+  // An operator removed with its routine goes before the routine; any other goes last, once nothing uses it.
+  const operatorsDroppedLast = diff.operators.removed.filter((o) => !routinesGoing.has(o.routine));
 
   const needsNoBodyCheck = diff.routines.added.length + diff.routines.changed.length > 0;
   if (needsNoBodyCheck) emit('SET LOCAL check_function_bodies = off');
@@ -181,17 +185,24 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     for (const i of t.indexes) recreated.targets.add(indexTarget(t.schema, i.name));
   }
 
-  // 7. Routines whose signature holds but whose header changes (nothing reads them any more).
+  // 7. Operators made again (nothing reads them any more) or going with their routine, then routines whose signature
+  // holds but whose header changes.
+  for (const o of [...operators.recreated, ...diff.operators.removed.filter((o) => routinesGoing.has(o.routine))]) {
+    emit(dropOperator(o), desired.operators.some((d) => d.key === o.key) ? {} : { destructive: 'drop_routine' });
+    recreated.targets.add(operatorTarget(o));
+  }
   for (const r of routinesRecreated.filter((r) => !takenDownFirst.has(r.key))) emit(dropRoutine(r));
   for (const r of routinesRecreated) recreated.targets.add(routineTarget(r));
 
-  // 8. New schemas and extensions, extensions that move or change version.
+  // 8. New schemas and extensions, extensions that move or change version, then collations, which domains, columns
+  // and indexes name.
   for (const s of diff.schemas.added) emit(`CREATE SCHEMA ${quoteIdent(s)}`);
   for (const x of diff.extensions.added) emit(`CREATE EXTENSION ${quoteIdent(x.name)} WITH SCHEMA ${quoteIdent(x.schema)} VERSION ${literal(x.version)}`);
   for (const { from, to } of diff.extensions.changed) {
     if (from.schema !== to.schema) emit(`ALTER EXTENSION ${quoteIdent(to.name)} SET SCHEMA ${quoteIdent(to.schema)}`);
     if (from.version !== to.version) emit(`ALTER EXTENSION ${quoteIdent(to.name)} UPDATE TO ${literal(to.version)}`);
   }
+  planCollations(diff, emit, recreated);
 
   // 9. Types: enums, then domains (which may be over an enum), then composite types (which may hold either).
   for (const e of diff.enums.added) emit(`CREATE TYPE ${e.key} AS ENUM (${e.values.map(literal).join(', ')})`);
@@ -220,6 +231,9 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     for (const { routine } of dependencyOrder(routinesToCreate.filter((r) => phaseOf(r) === phase).map(routineNode))) emit(routine.definition);
   };
   createInPhase('before_tables');
+  const desiredOperators = new Map(desired.operators.map((o) => [o.key, o]));
+  const afterTables = (routine: string) => desired.routines.some((r) => r.key === routine && phaseOf(r) !== 'before_tables');
+  for (const o of operators.created.filter((o) => !afterTables(o.routine))) emit(createOperator(o, desiredOperators));
 
   // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
   for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
@@ -289,6 +303,7 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   // 16. Routines that need the tables: SQL-standard bodies, parsed now that the tables they read exist, signatures
   // that use a table's row type, and the routines (aggregates) calling either.
   createInPhase('after_tables');
+  for (const o of operators.created.filter((o) => afterTables(o.routine))) emit(createOperator(o, desiredOperators));
 
   // 17. Views and materialized views, each after the views and routines it reads, with a materialized view's indexes,
   // in one order with the routines whose signature uses a view's row type (each after those views).
@@ -319,11 +334,13 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   }
   for (const p of [...diff.policies.added, ...changedTo(diff.policies), ...policiesToRestore]) emit(p.definition, { privilege: true });
 
-  // 20. What goes for good once nothing uses it: routines, types, extensions, then the schemas, now empty.
+  // 20. What goes for good once nothing uses it: operators, routines, types, collations, extensions, then the schemas, now empty.
+  for (const o of operatorsDroppedLast) emit(dropOperator(o), { destructive: 'drop_routine' });
   for (const r of diff.routines.removed.filter((r) => !takenDownFirst.has(r.key))) emit(dropRoutine(r), { destructive: 'drop_routine' });
   for (const c of diff.composites.removed) emit(`DROP TYPE ${c.key}`, { destructive: 'drop_type' });
   for (const d of diff.domains.removed) emit(`DROP DOMAIN ${d.key}`, { destructive: 'drop_type' });
   for (const e of diff.enums.removed) emit(`DROP TYPE ${e.key}`, { destructive: 'drop_type' });
+  for (const c of diff.collations.removed) emit(`DROP COLLATION ${c.key}`, { destructive: 'drop_type' });
   for (const x of diff.extensions.removed) emit(`DROP EXTENSION ${quoteIdent(x.name)}`, { destructive: 'drop_extension' });
   for (const s of diff.schemas.removed) emit(`DROP SCHEMA ${quoteIdent(s)}`, { destructive: 'drop_schema' });
 
@@ -342,15 +359,28 @@ function isOrderedSubset(from: readonly string[], to: readonly string[]): boolea
   return at === from.length && from.every((v) => to.includes(v));
 }
 
+/**
+ * Collations are made before anything can name them. Nothing of one but its name can be altered, so a changed one is
+ * dropped and made again, which PostgreSQL refuses while anything uses it (the proof says so: a known limit).
+ */
+function planCollations(diff: ModelDiff, emit: Emit, recreated: Recreated): void {
+  for (const { from, to } of diff.collations.changed) {
+    emit(`DROP COLLATION ${from.key}`, { destructive: 'drop_type' });
+    emit(to.definition);
+    recreated.targets.add(`COLLATION ${to.key}`);
+  }
+  for (const c of diff.collations.added) emit(c.definition);
+}
+
 function planDomains(diff: ModelDiff, emit: Emit, recreated: Recreated): void {
   const create = (d: ModelDiff['domains']['added'][number]) => {
-    emit(`CREATE DOMAIN ${d.key} AS ${d.type}${d.default !== null ? ` DEFAULT ${d.default}` : ''}${d.notNull ? ' NOT NULL' : ''}`);
+    emit(`CREATE DOMAIN ${d.key} AS ${d.type}${collateSql(d)}${d.default !== null ? ` DEFAULT ${d.default}` : ''}${d.notNull ? ' NOT NULL' : ''}`);
     for (const c of d.checks) emit(`ALTER DOMAIN ${d.key} ADD CONSTRAINT ${quoteIdent(c.name)} ${c.definition}`);
   };
   for (const d of diff.domains.added) create(d);
   for (const { from, to } of diff.domains.changed) {
-    if (from.type !== to.type) {
-      // A domain's base type cannot change in place; anything using it blocks the drop (and the proof says so).
+    if (from.type !== to.type || from.collation !== to.collation) {
+      // A domain's base type or collation cannot change in place; anything using it blocks the drop (and the proof says so).
       emit(`DROP DOMAIN ${from.key}`, { destructive: 'drop_type' });
       create(to);
       recreated.targets.add(`DOMAIN ${to.key}`);
@@ -635,8 +665,8 @@ function columnDefinition(c: Column): string {
   ].join('');
 }
 
-/** A column's collation when it is not its type's; `pg_catalog.default` puts back the type's. */
-const collateSql = (c: Column) => (c.collation !== null ? ` COLLATE ${c.collation}` : '');
+/** A column's or domain's collation when it is not its type's; `pg_catalog.default` puts back the type's. */
+const collateSql = (c: { collation: string | null }) => (c.collation !== null ? ` COLLATE ${c.collation}` : '');
 
 const generatedSql = (generation: Identity['generation']) => `GENERATED ${generation === 'always' ? 'ALWAYS' : 'BY DEFAULT'}`;
 /** Names the sequence: left to PostgreSQL, it would be named after the table and column, whatever the desired schema said. */

@@ -1,7 +1,7 @@
 // The names COMMENT ON and GRANT take for the modelled objects, and which of them a plan makes again (so their
 // comments and grants, which go with the old object, must be set again).
 import { quoteIdent } from '../db.js';
-import type { Routine, SchemaModel } from './model.js';
+import type { Operator, Routine, SchemaModel } from './model.js';
 
 export interface Recreated {
   /** Exact targets: `INDEX "s"."i"`, `FUNCTION s.f(integer)`, `CONSTRAINT "c" ON "s"."t"`, … */
@@ -12,6 +12,8 @@ export interface Recreated {
 
 /** COMMENT ON and GRANT name an aggregate as a FUNCTION (DROP alone takes AGGREGATE). */
 export const routineTarget = (r: Routine) => `${r.kind === 'procedure' ? 'PROCEDURE' : 'FUNCTION'} ${r.key}`;
+
+export const operatorTarget = (o: Operator) => `OPERATOR ${o.key}`;
 
 export const indexTarget = (schema: string, name: string) => `INDEX ${quoteIdent(schema)}.${quoteIdent(name)}`;
 
@@ -36,6 +38,8 @@ export function commentTargets(model: SchemaModel): (target: string) => boolean 
     ...model.views.flatMap((v) => [`${v.materialized ? 'MATERIALIZED VIEW' : 'VIEW'} ${v.key}`, ...v.indexes.map((i) => indexTarget(v.schema, i.name))]),
     ...model.sequences.map((s) => `SEQUENCE ${s.key}`),
     ...model.routines.map(routineTarget),
+    ...model.operators.map(operatorTarget),
+    ...model.collations.map((c) => `COLLATION ${c.key}`),
     ...model.enums.map((e) => `TYPE ${e.key}`),
     ...model.composites.map((c) => `TYPE ${c.key}`),
     ...model.domains.flatMap((d) => [`DOMAIN ${d.key}`, ...d.checks.map((c) => `CONSTRAINT ${quoteIdent(c.name)} ON DOMAIN ${d.key}`)]),

@@ -61,9 +61,8 @@ const CENSUS = `
     FROM ${ours('pg_type', 'typnamespace')} AND x.typrelid = 0 AND x.typtype NOT IN ('e', 'd')
      AND NOT (x.typelem <> 0 AND EXISTS (SELECT 1 FROM pg_type e WHERE e.typarray = x.oid))
   UNION ALL SELECT 'extended_statistics' FROM ${ours('pg_statistic_ext', 'stxnamespace')}
-  UNION ALL SELECT 'collation' FROM ${ours('pg_collation', 'collnamespace')}
   UNION ALL SELECT 'conversion' FROM ${ours('pg_conversion', 'connamespace')}
-  UNION ALL SELECT 'operator' FROM ${ours('pg_operator', 'oprnamespace')}
+  UNION ALL SELECT 'shell_operator' FROM ${ours('pg_operator', 'oprnamespace')} AND x.oprcode = 0
   UNION ALL SELECT 'operator_class' FROM ${ours('pg_opclass', 'opcnamespace')}
   UNION ALL SELECT 'operator_family' FROM ${ours('pg_opfamily', 'opfnamespace')}
   UNION ALL SELECT 'text_search_configuration' FROM ${ours('pg_ts_config', 'cfgnamespace')}
@@ -80,7 +79,9 @@ const FOREIGN_OWNERSHIP = `
   SELECT 'ownership' AS kind FROM pg_class c WHERE c.oid IN ${RELATIONS} AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'c') AND c.relowner <> ${ME}
   UNION ALL SELECT 'ownership' FROM pg_namespace n WHERE ${MANAGED_NAMESPACE} AND n.nspname <> 'public' AND n.nspowner <> ${ME}
   UNION ALL SELECT 'ownership' FROM ${ours('pg_proc', 'pronamespace')} AND x.proowner <> ${ME}
-  UNION ALL SELECT 'ownership' FROM ${ours('pg_type', 'typnamespace')} AND x.typowner <> ${ME} AND x.typtype IN ('e', 'd')`;
+  UNION ALL SELECT 'ownership' FROM ${ours('pg_type', 'typnamespace')} AND x.typowner <> ${ME} AND x.typtype IN ('e', 'd')
+  UNION ALL SELECT 'ownership' FROM ${ours('pg_collation', 'collnamespace')} AND x.collowner <> ${ME}
+  UNION ALL SELECT 'ownership' FROM ${ours('pg_operator', 'oprnamespace')} AND x.oprowner <> ${ME}`;
 
 export async function unsupportedObjects(client: Db, options: { desired: boolean }): Promise<UnsupportedKind[]> {
   const sql = options.desired ? `${CENSUS} UNION ALL ${FOREIGN_OWNERSHIP}` : CENSUS;
