@@ -1,6 +1,7 @@
 // The suite's runner (`npm test`, or `npx tsx test/run.ts [tap flags] [test files]`): brings dist/ up to date, starts
-// one PostgreSQL server, one control plane and the fake kubelet for the whole run, runs tap over the test files with
-// the stack's environment while it builds the helm CLI when it is not cached, stops everything, and prints as its
+// one PostgreSQL server for the whole run, runs tap over the files that need only PostgreSQL while it builds (when not
+// cached) and starts the control plane and the fake kubelet, then over the rest with the stack's environment while it
+// builds the helm CLI when it is not cached, stops everything, and prints as its
 // last line `N passed, M failed`, counted from tap's raw TAP so a file that crashed still counts. Exits non-zero when
 // anything failed, including the stack itself.
 import { spawn } from 'node:child_process';
@@ -11,8 +12,10 @@ import { buildHelmAside } from '../tools/stack/helm.js';
 import { defaultImages } from '../tools/stack/kubelet/images.js';
 import { REPO_ROOT } from '../tools/stack/paths.js';
 import { onInterrupt, trackGroup } from '../tools/stack/processes.js';
-import { countTap, type TapCounts } from './harness/tap-count.js';
-import { startStack, type Stack } from '../tools/stack/stack.js';
+import { countTap, sumCounts, type TapCounts } from './harness/tap-count.js';
+import { runTrackedBuild } from '../tools/stack/controlplane.js';
+import { startPostgres, type PostgresServer } from '../tools/stack/postgres.js';
+import { STACK_ENV, startStack, type Stack } from '../tools/stack/stack.js';
 
 const say = (line: string) => process.stderr.write(`[test/run] ${line}\n`);
 
@@ -25,11 +28,13 @@ function testFiles(dir: string): string[] {
 }
 
 /** Runs tap with the raw TAP reporter, copying its output through and keeping it to count. */
-async function runTap(args: string[], env: Record<string, string>): Promise<{ counts: TapCounts; exitCode: number }> {
+async function runTap(args: string[], env: Record<string, string>, options: { nice?: number } = {}): Promise<{ counts: TapCounts; exitCode: number }> {
   // Not --output-file: with the raw TAP reporter tap 21 then writes every line to stdout twice.
   // Its own process group, so an interrupted run can stop tap and every test file it started, however they
   // handle signals.
-  const child = spawn(join(REPO_ROOT, 'node_modules/.bin/tap'), ['--reporter=tap', ...args], {
+  const tapArgs = [join(REPO_ROOT, 'node_modules/.bin/tap'), '--reporter=tap', ...args];
+  const [command, ...commandArgs] = options.nice === undefined ? tapArgs : ['nice', '-n', String(options.nice), ...tapArgs];
+  const child = spawn(command!, commandArgs, {
     cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env }, detached: true,
   });
   const tap = trackGroup('tap', child);
@@ -69,6 +74,14 @@ if (!flags.some((f) => f === '-j' || f.startsWith('--jobs') || /^-j\d/.test(f)))
 const files = args.filter((a) => !a.startsWith('-'));
 const selected = files.length > 0 ? files : testFiles(join(REPO_ROOT, 'test'));
 
+// Files that need only PostgreSQL (the pure unit tests and the executor's, which run it against a database) go first,
+// while the control plane is built (minutes of compiling on a fresh machine) and started: on two cores the build
+// leaves one idle for much of its time. They run at a lower CPU priority so that the build, which everything else
+// waits for, keeps its pace.
+const needsOnlyPostgres = (file: string) => file.startsWith('test/unit/') || /^test\/integration\/executor-[^/]+\.test\.ts$/.test(file);
+const early = selected.filter(needsOnlyPostgres);
+const late = selected.filter((file) => !needsOnlyPostgres(file));
+
 // The runner image runs dist/ under plain node, as production's does. From source under tsx, with its cache off in a
 // read-only container, each runner Pod compiled the runner again (about 3 s of CPU on the two cores the suite shares).
 // A failed build is counted, and the suite then runs the runner from source so that its verdicts still mean something.
@@ -82,36 +95,61 @@ try {
   say(`${(e as Error).message}\nthe runner image runs from source instead`);
 }
 
-let stack: Stack | undefined;
 let stackFailure = 0;
+let postgres: PostgresServer | undefined;
 try {
-  stack = await startStack({ log: say, images: defaultImages(REPO_ROOT, runner) });
-  say(formatTimings(stack));
-  say(`memory at start: ${await formatMemory(stack)}`);
+  postgres = await startPostgres();
 } catch (e) {
   stackFailure = 1;
-  say(`the test stack did not start; tests that need it will fail: ${(e as Error).message}`);
+  say(`PostgreSQL did not start; tests that need it will fail: ${(e as Error).message}`);
 }
+const unregisterPostgres = onInterrupt(async () => { await postgres?.stop(); });
+
+// Built (or found cached) and started while the early files run; nothing of it when no file needs it.
+const binaries = late.length === 0 ? undefined
+  : process.env.PTAH_CONTROLPLANE_BIN ? Promise.resolve(process.env.PTAH_CONTROLPLANE_BIN)
+  : runTrackedBuild('tools/controlplane/build.sh', { name: 'control-plane build' });
+const stackStart = binaries?.then((binDir) => startStack({ log: say, images: defaultImages(REPO_ROOT, runner), postgres: postgres ?? false, binDir })
+  .then((stack) => ({ stack, binDir })));
+stackStart?.catch(() => undefined); // awaited below, after the early files
 
 // The helm CLI for the chart's tests (minutes of compiling, the first time), built beside the tests rather than before
 // them: at the lowest CPU priority it takes the cycles the tests leave idle, and a chart test that starts first
-// waits for it on the build script's lock. Started after the control plane so that it reuses the packages the control
-// plane's build compiled (tools/lib/shared-pins.sh).
+// waits for it on the build script's lock. Started after the control plane's build so that it reuses the packages
+// that build compiled (tools/lib/shared-pins.sh).
 let helmFailure = 0;
-const helmBuilt = buildHelmAside().then(() => undefined, (e: unknown) => {
+const helmBuilt = binaries?.catch(() => undefined).then(() => buildHelmAside()).then(() => undefined, (e: unknown) => {
   helmFailure = 1;
   say(`helm could not be built; the chart's tests fail: ${(e as Error).message}`);
 });
 
-const { counts, exitCode } = await runTap([...flags, ...selected], stack?.env ?? {});
+const runs: { counts: TapCounts; exitCode: number }[] = [];
+const postgresEnv: Record<string, string> = postgres ? { [STACK_ENV.postgres]: postgres.url } : {};
+if (early.length > 0) runs.push(await runTap([...flags, ...early], postgresEnv, { nice: 10 }));
+
+let stack: Stack | undefined;
+if (stackStart) {
+  try {
+    const started = await stackStart;
+    stack = started.stack;
+    stack.env.PTAH_CONTROLPLANE_BIN = started.binDir;
+    say(formatTimings(stack));
+    say(`memory at start: ${await formatMemory(stack)}`);
+  } catch (e) {
+    stackFailure = 1;
+    say(`the test stack did not start; tests that need it will fail: ${(e as Error).message}`);
+  }
+  runs.push(await runTap([...flags, ...late], stack?.env ?? postgresEnv));
+}
 await helmBuilt;
+const counts = sumCounts(runs.map((run) => run.counts));
 const failures = [...counts.failures];
 if (buildFailure) failures.push('npm run build failed (its output is above)');
 if (helmFailure) failures.push('tools/helm/build.sh failed (its output is above)');
 if (stackFailure) failures.push('the test stack (PostgreSQL, control plane, fake kubelet) did not start');
 // tap failed but said nothing countable (it could not start, or died before writing any TAP).
-const silentTapFailure = exitCode !== 0 && counts.failed === 0 ? 1 : 0;
-if (silentTapFailure) failures.push(`tap exited with ${exitCode} without reporting a failed test`);
+const silentTapFailure = runs.filter((run) => run.exitCode !== 0 && run.counts.failed === 0).length;
+if (silentTapFailure) failures.push(`tap exited with a failure status without reporting a failed test (${silentTapFailure} of ${runs.length} runs)`);
 const failed = counts.failed + buildFailure + helmFailure + stackFailure + silentTapFailure;
 
 if (stack) {
@@ -119,6 +157,8 @@ if (stack) {
   await stack.stop({ keepDir: failed > 0 });
   if (failed > 0) say(`logs of the stack kept in ${stack.state.dir}/logs`);
 }
+await postgres?.stop();
+unregisterPostgres();
 if (failures.length > 0) say(`failed:\n${failures.map((f) => `  - ${f}`).join('\n')}`);
 if (counts.skipped + counts.todo > 0) say(`${counts.skipped} skipped, ${counts.todo} todo`);
 // Exit explicitly once the line is out: a handle some test library left open must not hang the run.

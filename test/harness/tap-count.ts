@@ -12,6 +12,14 @@ export interface TapCounts {
   failures: string[];
 }
 
+/** The counts of several tap runs as one. */
+export function sumCounts(all: readonly TapCounts[]): TapCounts {
+  return all.reduce((sum, c) => ({
+    passed: sum.passed + c.passed, failed: sum.failed + c.failed, skipped: sum.skipped + c.skipped, todo: sum.todo + c.todo,
+    failures: [...sum.failures, ...c.failures],
+  }), { passed: 0, failed: 0, skipped: 0, todo: 0, failures: [] });
+}
+
 export async function countTap(tap: string): Promise<TapCounts> {
   const counts: TapCounts = { passed: 0, failed: 0, skipped: 0, todo: 0, failures: [] };
   const parser = new Parser();

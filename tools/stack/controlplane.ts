@@ -1,6 +1,6 @@
 // A real control plane on loopback: etcd, kube-apiserver and kube-controller-manager built from Go modules by
 // tools/controlplane/build.sh, with their own PKI, on ports chosen at run time. No Docker, no downloads at run time.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -13,7 +13,7 @@ import { writeKubeconfig } from './kubeconfig.js';
 import { REPO_ROOT } from './paths.js';
 import { createPki, type CertFiles, type ClientIdentity, type Pki } from './pki.js';
 import { freePort } from './ports.js';
-import { startProcess, type ManagedProcess } from './processes.js';
+import { startProcess, trackGroup, type ManagedProcess } from './processes.js';
 import { waitFor } from './wait.js';
 
 /** The namespace and ServiceAccount the manager runs as in a real installation. */
@@ -268,6 +268,28 @@ export async function runBuildScript(relativePath: string): Promise<string> {
   } catch (e) {
     throw new Error(`${script} failed: ${(e as Error).message}`);
   }
+}
+
+/**
+ * Runs a build script of tools/ like runBuildScript, but in its own process group that an interrupted or exiting
+ * harness kills (a build left running holds its lock and the cores), optionally at a lower CPU priority.
+ */
+export function runTrackedBuild(relativePath: string, options: { name: string; nice?: number }): Promise<string> {
+  const script = join(REPO_ROOT, relativePath);
+  const command = options.nice === undefined ? ['bash', script] : ['nice', '-n', String(options.nice), 'bash', script];
+  const child = spawn(command[0]!, command.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+  trackGroup(options.name, child);
+  let stdout = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
+  return new Promise((resolve, reject) => {
+    child.once('error', (e) => reject(new Error(`${relativePath} could not start: ${e.message}`)));
+    // 'close', not 'exit': the path is the last line of stdout, complete only once the stream has closed.
+    child.once('close', (code, signal) => {
+      const path = stdout.trim().split('\n').pop();
+      if (code === 0 && path) resolve(path);
+      else reject(new Error(`${relativePath} ended with ${signal ?? `status ${code}`}${path ? '' : ' and printed nothing'}`));
+    });
+  });
 }
 
 interface HttpAnswer {

@@ -46,8 +46,13 @@ export interface Stack {
 }
 
 export interface StackOptions {
-  /** Start a PostgreSQL server as well (default true). */
-  postgres?: boolean;
+  /**
+   * Start a PostgreSQL server as well (default true), or use one the caller started earlier and stops itself (the
+   * suite's runner starts it before the control plane is built, for the tests that need only PostgreSQL).
+   */
+  postgres?: boolean | PostgresServer;
+  /** Where the control plane's binaries are (default: controlplane.ts's choice). */
+  binDir?: string;
   images?: ImageMap;
   log?: (line: string) => void;
   serviceClusterIpRange?: ControlPlaneOptions['serviceClusterIpRange'];
@@ -55,17 +60,21 @@ export interface StackOptions {
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const started = Date.now();
-  const pgStart = options.postgres === false ? undefined : startPostgres().then((pg) => ({ pg, readyMs: Date.now() - started }));
+  const given = typeof options.postgres === 'object' ? options.postgres : undefined;
+  const pgStart = given ? Promise.resolve({ pg: given, readyMs: undefined })
+    : options.postgres === false ? undefined : startPostgres().then((pg) => ({ pg, readyMs: Date.now() - started }));
   // Stop whatever did start when the other half fails.
-  const controlPlane = await startControlPlane({ log: options.log, serviceClusterIpRange: options.serviceClusterIpRange }).catch(async (e: unknown) => {
-    await pgStart?.then(({ pg }) => pg.stop(), () => undefined);
+  const controlPlane = await startControlPlane({
+    log: options.log, serviceClusterIpRange: options.serviceClusterIpRange, binDir: options.binDir,
+  }).catch(async (e: unknown) => {
+    if (!given) await pgStart?.then(({ pg }) => pg.stop(), () => undefined);
     throw e;
   });
   let kubelet: FakeKubelet | undefined;
   let postgres: PostgresServer | undefined;
   const stop = async (stopOptions: { keepDir?: boolean } = {}) => {
     await kubelet?.stop();
-    await Promise.all([controlPlane.stop(stopOptions), postgres?.stop()]);
+    await Promise.all([controlPlane.stop(stopOptions), given ? undefined : postgres?.stop()]);
   };
   const unregister = onInterrupt(() => stop({ keepDir: true }));
   try {
