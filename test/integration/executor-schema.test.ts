@@ -345,6 +345,23 @@ t.test('a difference only the catalog shows: no plan says NoChanges, observe rep
   t.same(await db.query("SELECT relname FROM pg_class WHERE relname LIKE 'events%' ORDER BY 1"), before, 'nothing was changed');
 });
 
+t.test('inheritance: a column a child declares and one it only inherits differ in the catalog; a parent outside the managed schemas is refused', async (t) => {
+  const db = await roleDatabase(t, 'exec_inherit');
+  const declared = 'CREATE TABLE public.p (a int); CREATE TABLE public.c (a int, b int) INHERITS (public.p);';
+  await db.query(declared);
+  t.equal((await planFor(db.url, schemaDir(t, declared))).outcome, 'NoChanges', 'fixture: built from the desired schema, the target converges');
+  // PostgreSQL cannot make a declared column inherited only, so the model leaves it; the witness still sees it.
+  const inheritedOnly = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.p (a int); CREATE TABLE public.c (b int) INHERITS (public.p);'));
+  t.equal(inheritedOnly.error?.code, 'unmodelled_difference');
+  t.match(inheritedOnly.error?.message, /column public\.c\.a integer .* local true inherited 1/, 'the target declares it');
+  t.match(inheritedOnly.error?.message, /column public\.c\.a integer .* local false inherited 1/, 'the desired schema only inherits it');
+
+  await db.query('CREATE SCHEMA ptah_migrations; CREATE TABLE ptah_migrations.base (z int); ALTER TABLE public.c ADD COLUMN z int; ALTER TABLE public.c INHERIT ptah_migrations.base');
+  const refused = await planFor(db.url, schemaDir(t, declared));
+  t.equal(refused.error?.code, 'unsupported_object');
+  t.match(refused.error?.message, /^the target database's managed schemas hold objects outside the supported set: inheritance_from_unmanaged_table \(1\)\. See/);
+});
+
 t.test('an Apply whose result the catalog does not read as promised is rolled back', async (t) => {
   const db = await roleDatabase(t, 'exec_catalog_apply');
   const planned = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.t (id integer PRIMARY KEY);'));
