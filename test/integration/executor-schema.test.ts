@@ -362,6 +362,25 @@ t.test('inheritance: a column a child declares and one it only inherits differ i
   t.match(refused.error?.message, /^the target database's managed schemas hold objects outside the supported set: inheritance_from_unmanaged_table \(1\)\. See/);
 });
 
+t.test('inheritance: another parent order, and a parent whose columns the child lacks, are refused by the proof unless the child declares them', async (t) => {
+  const db = await roleDatabase(t, 'exec_inherit_order');
+  await db.query('CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (b int) INHERITS (public.p, public.q);');
+  // NO INHERIT p makes c.a c's own and INHERIT p leaves it so, where the desired schema only inherits it.
+  const reordered = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (b int) INHERITS (public.q, public.p);'));
+  t.equal(reordered.error?.code, 'plan_verification_failed', 'another order without the columns declared');
+  const declared = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (a int, b int) INHERITS (public.q, public.p);'));
+  t.same(declared.plan?.statements, ['ALTER TABLE "public"."c" NO INHERIT "public"."p"', 'ALTER TABLE "public"."c" INHERIT "public"."p"'],
+    `another order with them declared: ${JSON.stringify(declared.error)}`);
+
+  const withChild = 'CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (b int) INHERITS (public.p, public.q); CREATE TABLE public.r (y int); CREATE TABLE public.d (x int) INHERITS (public.r);';
+  const made = await planFor(db.url, schemaDir(t, withChild));
+  t.equal(made.outcome, 'Changes', `a new child of a new parent is made with INHERITS: ${JSON.stringify(made.error)}`);
+  await db.query('CREATE TABLE public.r (y int); CREATE TABLE public.d (x int);');
+  const lacking = await planFor(db.url, schemaDir(t, withChild));
+  t.equal(lacking.error?.code, 'plan_verification_failed', 'an existing table taking a parent whose column it lacks');
+  t.match(lacking.error?.message, /child table is missing column "y"/);
+});
+
 t.test('an Apply whose result the catalog does not read as promised is rolled back', async (t) => {
   const db = await roleDatabase(t, 'exec_catalog_apply');
   const planned = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.t (id integer PRIMARY KEY);'));
