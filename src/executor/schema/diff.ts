@@ -98,8 +98,8 @@ function inheritedMembers(tables: ReadonlyMap<string, Table>, parents: readonly 
   const columns = new Map<string, Column>();
   const checks = new Map<string, Constraint>();
   for (const key of parents) {
-    const parent = tables.get(key);
-    if (parent === undefined) continue;
+    // Every parent is a table of the same model: one outside the managed schemas is refused (unsupported.ts).
+    const parent = tables.get(key)!;
     const above = inheritedMembers(tables, parent.inherits);
     for (const c of [...above.columns.values(), ...parent.columns]) if (!columns.has(c.name)) columns.set(c.name, c);
     for (const c of [...above.checks.values(), ...parent.constraints.filter(isInheritedCheck)]) if (!checks.has(c.name)) checks.set(c.name, c);
