@@ -185,6 +185,9 @@ t.test('objects outside the supported set are refused, in the desired schema and
     ['view options', 'CREATE VIEW v WITH (security_barrier) AS SELECT 1 AS a;', /storage_parameter \(1\)/],
     ['column privilege', `CREATE TABLE t (a int); GRANT SELECT (a) ON t TO "${db.role}";`, /column_privilege \(1\)/],
     ['default privilege', `ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO "${db.role}";`, /default_privilege \(1\)/],
+    // Inheritance within the managed schemas is modelled; from a table outside them it is not.
+    ['inheritance from a table outside the managed schemas', 'CREATE SCHEMA ptah_migrations; CREATE TABLE ptah_migrations.base (a int); CREATE TABLE t (b int) INHERITS (ptah_migrations.base);',
+      /outside the supported set: inheritance_from_unmanaged_table \(1\)\. See/],
     ['disabled trigger', "CREATE TABLE t (a int); CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION tf(); ALTER TABLE t DISABLE TRIGGER tr;", /disabled_trigger \(1\)/],
     // An operator is modelled; the shell its commutator names, never defined, is not.
     ['shell operator', 'CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq, COMMUTATOR = ====);', /outside the supported set: shell_operator \(1\)\. See/],
