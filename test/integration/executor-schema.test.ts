@@ -185,6 +185,9 @@ t.test('objects outside the supported set are refused, in the desired schema and
     ['view options', 'CREATE VIEW v WITH (security_barrier) AS SELECT 1 AS a;', /storage_parameter \(1\)/],
     ['column privilege', `CREATE TABLE t (a int); GRANT SELECT (a) ON t TO "${db.role}";`, /column_privilege \(1\)/],
     ['default privilege', `ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO "${db.role}";`, /default_privilege \(1\)/],
+    // Inheritance within the managed schemas is modelled; from a table outside them it is not.
+    ['inheritance from a table outside the managed schemas', 'CREATE SCHEMA ptah_migrations; CREATE TABLE ptah_migrations.base (a int); CREATE TABLE t (b int) INHERITS (ptah_migrations.base);',
+      /outside the supported set: inheritance_from_unmanaged_table \(1\)\. See/],
     ['disabled trigger', "CREATE TABLE t (a int); CREATE FUNCTION tf() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION tf(); ALTER TABLE t DISABLE TRIGGER tr;", /disabled_trigger \(1\)/],
     // An operator is modelled; the shell its commutator names, never defined, is not.
     ['shell operator', 'CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = int4eq, COMMUTATOR = ====);', /outside the supported set: shell_operator \(1\)\. See/],
@@ -343,6 +346,42 @@ t.test('a difference only the catalog shows: no plan says NoChanges, observe rep
   t.ok(counted >= 2, `the plan counted ${counted} differing facts`);
   t.equal(observed.findings?.[0]?.count, counted, 'observe counts the same facts');
   t.same(await db.query("SELECT relname FROM pg_class WHERE relname LIKE 'events%' ORDER BY 1"), before, 'nothing was changed');
+});
+
+t.test('inheritance: a column a child declares and one it only inherits differ in the catalog; a parent outside the managed schemas is refused', async (t) => {
+  const db = await roleDatabase(t, 'exec_inherit');
+  const declared = 'CREATE TABLE public.p (a int); CREATE TABLE public.c (a int, b int) INHERITS (public.p);';
+  await db.query(declared);
+  t.equal((await planFor(db.url, schemaDir(t, declared))).outcome, 'NoChanges', 'fixture: built from the desired schema, the target converges');
+  // PostgreSQL cannot make a declared column inherited only, so the model leaves it; the witness still sees it.
+  const inheritedOnly = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.p (a int); CREATE TABLE public.c (b int) INHERITS (public.p);'));
+  t.equal(inheritedOnly.error?.code, 'unmodelled_difference');
+  t.match(inheritedOnly.error?.message, /column public\.c\.a integer .* local true inherited 1/, 'the target declares it');
+  t.match(inheritedOnly.error?.message, /column public\.c\.a integer .* local false inherited 1/, 'the desired schema only inherits it');
+
+  await db.query('CREATE SCHEMA ptah_migrations; CREATE TABLE ptah_migrations.base (z int); ALTER TABLE public.c ADD COLUMN z int; ALTER TABLE public.c INHERIT ptah_migrations.base');
+  const refused = await planFor(db.url, schemaDir(t, declared));
+  t.equal(refused.error?.code, 'unsupported_object');
+  t.match(refused.error?.message, /^the target database's managed schemas hold objects outside the supported set: inheritance_from_unmanaged_table \(1\)\. See/);
+});
+
+t.test('inheritance: another parent order, and a parent whose columns the child lacks, are refused by the proof unless the child declares them', async (t) => {
+  const db = await roleDatabase(t, 'exec_inherit_order');
+  await db.query('CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (b int) INHERITS (public.p, public.q);');
+  // NO INHERIT p makes c.a c's own and INHERIT p leaves it so, where the desired schema only inherits it.
+  const reordered = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (b int) INHERITS (public.q, public.p);'));
+  t.equal(reordered.error?.code, 'plan_verification_failed', 'another order without the columns declared');
+  const declared = await planFor(db.url, schemaDir(t, 'CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (a int, b int) INHERITS (public.q, public.p);'));
+  t.same(declared.plan?.statements, ['ALTER TABLE "public"."c" NO INHERIT "public"."p"', 'ALTER TABLE "public"."c" INHERIT "public"."p"'],
+    `another order with them declared: ${JSON.stringify(declared.error)}`);
+
+  const withChild = 'CREATE TABLE public.p (a int); CREATE TABLE public.q (z int); CREATE TABLE public.c (b int) INHERITS (public.p, public.q); CREATE TABLE public.r (y int); CREATE TABLE public.d (x int) INHERITS (public.r);';
+  const made = await planFor(db.url, schemaDir(t, withChild));
+  t.equal(made.outcome, 'Changes', `a new child of a new parent is made with INHERITS: ${JSON.stringify(made.error)}`);
+  await db.query('CREATE TABLE public.r (y int); CREATE TABLE public.d (x int);');
+  const lacking = await planFor(db.url, schemaDir(t, withChild));
+  t.equal(lacking.error?.code, 'plan_verification_failed', 'an existing table taking a parent whose column it lacks');
+  t.match(lacking.error?.message, /child table is missing column "y"/);
 });
 
 t.test('an Apply whose result the catalog does not read as promised is rolled back', async (t) => {

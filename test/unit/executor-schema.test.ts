@@ -18,7 +18,7 @@ const unique = (name: string, columns: string): Constraint => ({ name, kind: 'un
 const fk = (name: string, column: string, table: string, target: string): Constraint =>
   ({ name, kind: 'foreign_key', definition: `FOREIGN KEY (${column}) REFERENCES ${table.replace(/"/g, '')}(${target})`, references: table });
 const table = (schema: string, name: string, columns: Column[], constraints: Constraint[] = []): Table =>
-  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [], rowSecurity: false, forceRowSecurity: false, unlogged: false, options: [], partitionBy: null, partitionOf: null, partitionIndexes: [] });
+  ({ key: `"${schema}"."${name}"`, schema, name, columns, constraints, indexes: [], rowSecurity: false, forceRowSecurity: false, unlogged: false, options: [], partitionBy: null, partitionOf: null, partitionIndexes: [], inherits: [] });
 const view = (name: string, definition: string, dependsOn: string[]): View => ({ key: `"public"."${name}"`, schema: 'public', name, materialized: false, populated: true, definition, indexes: [], dependsOn });
 const sequence = (name: string, ownedBy: Sequence['ownedBy'] = null): Sequence =>
   ({ key: `"public"."${name}"`, schema: 'public', name, type: 'integer', options: seqOptions, ownedBy });
@@ -632,4 +632,79 @@ t.test('two tables made again, one referencing the other: the key between them i
   t.equal(plan.filter((s) => / DROP CONSTRAINT "events_account_fkey"$/.test(s)).length, 1, plan.join('\n'));
   t.equal(plan.filter((s) => / ADD CONSTRAINT "events_account_fkey" /.test(s)).length, 1, plan.join('\n'));
   t.ok(plan.findIndex((s) => s.startsWith('ALTER TABLE "public"."events" ADD CONSTRAINT "events_account_fkey"')) > plan.findIndex((s) => s.includes('ADD CONSTRAINT "accounts_pkey"')));
+});
+
+t.test('inheritance: a child is made with its own columns INHERITS its parents, after them, and dropped before them', async (t) => {
+  const item = ptable('item', [col('id'), col('name', 'text')], { constraints: [{ name: 'item_name', kind: 'check', definition: "CHECK ((name <> ''::text))", references: null }] });
+  const book = ptable('book', [col('isbn', 'text')], { inherits: [item.key] });
+  const ebook = ptable('ebook', [col('url', 'text')], { inherits: [book.key] });
+  const tagged = ptable('tagged', [col('tags', 'text[]')]);
+  const both = ptable('both', [col('tags', 'text[]')], { inherits: [tagged.key, item.key] });
+  const plan = planStatements(model({}), model({ tables: [ebook, book, both, item, tagged] }));
+  t.same(sqlOf(plan).filter((s) => s.startsWith('CREATE TABLE')).map((s) => s.replace(/\n */g, ' ')), [
+    'CREATE TABLE "public"."item" ( "id" integer, "name" text )',
+    'CREATE TABLE "public"."tagged" ( "tags" text[] )',
+    'CREATE TABLE "public"."book" ( "isbn" text ) INHERITS ("public"."item")',
+    'CREATE TABLE "public"."both" ( "tags" text[] ) INHERITS ("public"."tagged", "public"."item")',
+    'CREATE TABLE "public"."ebook" ( "url" text ) INHERITS ("public"."book")',
+  ], 'parents first by generation, whatever the names; parents in their order');
+  t.same(sqlOf(planStatements(model({ tables: [ebook, book, both, item, tagged] }), model({}))).filter((s) => s.startsWith('DROP TABLE')), [
+    'DROP TABLE "public"."ebook"', 'DROP TABLE "public"."book"', 'DROP TABLE "public"."both"', 'DROP TABLE "public"."item"', 'DROP TABLE "public"."tagged"',
+  ], 'children before their parents');
+  const grown = { ...item, columns: [...item.columns, col('price', 'numeric')] };
+  t.same(sqlOf(planStatements(model({ tables: [item, book, ebook] }), model({ tables: [grown, book, ebook] }))), ['ALTER TABLE "public"."item" ADD COLUMN "price" numeric'],
+    'a column added to a parent reaches its children through PostgreSQL alone');
+  t.not(stateFingerprint(model({ tables: [item, book] })), stateFingerprint(model({ tables: [item, { ...book, inherits: [] }] })), 'the parents are in the fingerprint');
+});
+
+t.test('inheritance: parents taken and left in place, never a rebuild, and what a child held through a parent stays its own', async (t) => {
+  const check = (name: string, definition: string): Constraint => ({ name, kind: 'check', definition, references: null });
+  const item = ptable('item', [col('id'), col('name', 'text')], { constraints: [check('item_name', "CHECK ((name <> ''::text))")] });
+  const tagged = ptable('tagged', [col('tags', 'text[]')], { constraints: [check('tagged_few', 'CHECK ((cardinality(tags) < 100)) NO INHERIT')] });
+  const note = (extra: Partial<Table>) => ptable('note', [col('body', 'text')], extra);
+
+  // Taken: the child's own columns and checks first (INHERIT needs them), then INHERIT; no reason is flagged.
+  const taken = planStatements(model({ tables: [item, note({})] }),
+    model({ tables: [item, note({ columns: [col('id'), col('name', 'text'), col('body', 'text')], constraints: [check('item_name', "CHECK ((name <> ''::text))")], inherits: [item.key] })] }));
+  t.same(taken.map((s) => [s.sql, s.destructive ?? null]), [
+    ['ALTER TABLE "public"."note" ADD COLUMN "id" integer', null],
+    ['ALTER TABLE "public"."note" ADD COLUMN "name" text', null],
+    ['ALTER TABLE "public"."note" ADD CONSTRAINT "item_name" CHECK ((name <> \'\'::text))', null],
+    ['ALTER TABLE "public"."note" INHERIT "public"."item"', null],
+  ]);
+  const owning = { columns: [col('id'), col('name', 'text'), col('body', 'text')], constraints: [check('item_name', "CHECK ((name <> ''::text))")] };
+  t.same(summarizeDrift(diffModels(model({ tables: [item, note({ ...owning, inherits: [item.key] })] }), model({ tables: [item, note(owning)] }))).findings,
+    [{ category: 'changed_table_parents', count: 1 }], 'a change of parents alone is drift');
+
+  // Left: NO INHERIT first; what it held only through the parent is now its own, dropped when not declared, kept
+  // when declared; a NO INHERIT check was never the child's.
+  const left = planStatements(model({ tables: [item, tagged, note({ inherits: [item.key, tagged.key] })] }),
+    model({ tables: [item, tagged, note({ columns: [col('body', 'text'), col('id')], inherits: [] })] }));
+  t.same(left.map((s) => [s.sql, s.destructive ?? null]), [
+    ['ALTER TABLE "public"."note" NO INHERIT "public"."item"', null],
+    ['ALTER TABLE "public"."note" NO INHERIT "public"."tagged"', null],
+    ['ALTER TABLE "public"."note" DROP CONSTRAINT "item_name"', null],
+    ['ALTER TABLE "public"."note" DROP COLUMN "name"', 'drop_column'],
+    ['ALTER TABLE "public"."note" DROP COLUMN "tags"', 'drop_column'],
+  ]);
+
+  // A parent that goes: its children that stay leave it before the drop.
+  const dropped = sqlOf(planStatements(model({ tables: [item, note({ inherits: [item.key] })] }),
+    model({ tables: [note({ columns: [col('id'), col('name', 'text'), col('body', 'text')], constraints: [check('item_name', "CHECK ((name <> ''::text))")] })] })));
+  t.same(dropped, ['ALTER TABLE "public"."note" NO INHERIT "public"."item"', 'DROP TABLE "public"."item"']);
+
+  // What a child holds through a parent it keeps is never added or dropped on it (PostgreSQL refuses both).
+  const inheritedOnly = note({ inherits: [item.key] });
+  const declared = note({ columns: [col('id'), col('body', 'text')], inherits: [item.key] });
+  t.same(sqlOf(planStatements(model({ tables: [item, inheritedOnly] }), model({ tables: [item, declared] }))), [], 'not added');
+  t.same(sqlOf(planStatements(model({ tables: [item, declared] }), model({ tables: [item, inheritedOnly] }))), [], 'not dropped');
+  t.same(sqlOf(planStatements(model({ tables: [item, declared] }), model({ tables: [item, note({ inherits: [] })] }))),
+    ['ALTER TABLE "public"."note" NO INHERIT "public"."item"', 'ALTER TABLE "public"."note" DROP CONSTRAINT "item_name"',
+      'ALTER TABLE "public"."note" DROP COLUMN "id"', 'ALTER TABLE "public"."note" DROP COLUMN "name"'],
+    'a declared column is dropped once the parent is left');
+
+  // Another order: the longest start of the desired parents already in order stays, the rest is left and taken again.
+  const order = (...parents: Table[]) => model({ tables: [item, tagged, ptable('c', [], { inherits: parents.map((p) => p.key) })] });
+  t.same(sqlOf(planStatements(order(item, tagged), order(tagged, item))),
+    ['ALTER TABLE "public"."c" NO INHERIT "public"."item"', 'ALTER TABLE "public"."c" INHERIT "public"."item"']);
 });

@@ -8,8 +8,8 @@
 // creates what it creates under its own role and never changes owners; a desired schema that hands an object to
 // another role is refused), whether a materialized view is populated (that is its data, which the application
 // refreshes; pg_dump --schema-only does not print it either), the physical order of columns (a column added later comes last; the engine never
-// rebuilds a table to reorder it), inheritance bookkeeping of columns and constraints (attislocal and its kin:
-// inheritance is refused, and a partition's columns are always its parent's), and objects that live outside any
+// rebuilds a table to reorder it), the inheritance bookkeeping of a partition's columns and constraints (attislocal and
+// its kin: pg_dump prints a partition as PARTITION OF, whether it was attached or made so), and objects that live outside any
 // schema (publications, subscriptions, event triggers, roles): they belong to the database, not to a schema.
 import { sha256Digest } from '../../shared/canonical.js';
 import type { Db } from '../db.js';
@@ -41,6 +41,12 @@ const KEY_INDEX = `'backs ' || quote_ident(con.conname) || ' method ' || (SELECT
   || ' collations ' || coalesce((SELECT string_agg(CASE WHEN k.coll = 0 THEN '-' ELSE k.coll::regcollation::text END, ',' ORDER BY k.n)
                                   FROM unnest(i.indcollation::oid[]) WITH ORDINALITY k(coll, n)), '-')
   || ' options ' || i.indoption::text || ' nulls not distinct ' || i.indnullsnotdistinct::text`;
+/**
+ * Whether a member of table `c` (column or constraint) is its own and how many parents give it: pg_dump prints a
+ * child's own members and leaves the rest to INHERITS. Not for a partition (see above) nor an index.
+ */
+const INHERITANCE = (c: string, local: string, count: string) =>
+  `CASE WHEN ${c}.relkind IN ('r', 'p') AND NOT ${c}.relispartition THEN ' local ' || ${local}::text || ' inherited ' || ${count} ELSE '' END`;
 const relationAclKind = (c: string) => `CASE ${c}.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char"`;
 
 // One row per fact; the union covers every catalog that holds a property of an object in a schema.
@@ -71,6 +77,7 @@ const FACTS = `
          || ' statistics ' || coalesce(a.attstattarget::text, '-') || ' storage ' || a.attstorage::text || ' compression ' || a.attcompression::text
          || ' options ' || coalesce(${sortedOptions('a.attoptions')}, '-')
          || ' grants ' || coalesce(${grants(`'c'`, 'a.attacl', 'c.relowner')}, '-')
+         || ${INHERITANCE('c', 'a.attislocal', 'a.attinhcount')}
     FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
     LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
    WHERE c.oid IN ${RELATIONS}
@@ -82,6 +89,7 @@ const FACTS = `
    WHERE i.indexrelid IN ${RELATIONS}
   UNION ALL SELECT 'constraint ' || ${describe('pg_constraint', 'con.oid')} || ' ' || pg_get_constraintdef(con.oid)
          || ' index ' || CASE WHEN con.conindid = 0 THEN '-' ELSE con.conindid::regclass::text END
+         || coalesce((SELECT ${INHERITANCE('c', 'con.conislocal', 'con.coninhcount')} FROM pg_class c WHERE c.oid = con.conrelid), '')
     FROM pg_constraint con WHERE con.connamespace IN ${NAMESPACES} AND ${notExtensionMember('pg_constraint', 'con.oid')}
   UNION ALL SELECT 'sequence ' || s.seqrelid::regclass::text || ' ' || format_type(s.seqtypid, NULL) || ' start ' || s.seqstart || ' increment ' || s.seqincrement
          || ' min ' || s.seqmin || ' max ' || s.seqmax || ' cache ' || s.seqcache || ' cycle ' || s.seqcycle::text

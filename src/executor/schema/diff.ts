@@ -4,7 +4,7 @@ import { canonicalJson, digest } from '../../shared/canonical.js';
 import type { DriftFinding } from '../../shared/executor-report.js';
 import {
   grantId, memberId, type Collation, type Column, type Comment, type CompositeType, type Constraint, type Domain, type EnumType, type Extension, type Grant,
-  type Index, type Operator, type Policy, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
+  type Index, type Operator, type Policy, type RelationKey, type Routine, type SchemaModel, type Sequence, type Table, type Trigger, type View,
 } from './model.js';
 
 export interface Delta<T> {
@@ -25,6 +25,13 @@ export interface TableDelta {
   rowSecurity: boolean;
   /** Logging or storage parameters differ. */
   storage: boolean;
+  /** Parents left (`NO INHERIT`), then parents taken (`INHERIT`), in order; see parentChange. */
+  parents: ParentChange;
+}
+
+export interface ParentChange {
+  detach: RelationKey[];
+  attach: RelationKey[];
 }
 
 export interface ModelDiff {
@@ -69,10 +76,55 @@ function delta<T>(from: readonly T[], to: readonly T[], id: (item: T) => string,
   return result;
 }
 
+/**
+ * PostgreSQL appends a parent taken by `INHERIT` after the others and cannot reorder them. The table keeps the longest
+ * start of its desired parents that it already has in that order, leaves the others, and takes the rest in order.
+ */
+export function parentChange(from: Table, to: Table): ParentChange {
+  let kept = 0;
+  for (let at = 0; kept < to.inherits.length; kept += 1) {
+    at = from.inherits.indexOf(to.inherits[kept]!, at) + 1;
+    if (at === 0) break;
+  }
+  const keep = to.inherits.slice(0, kept);
+  return { detach: from.inherits.filter((p) => !keep.includes(p)), attach: to.inherits.slice(kept) };
+}
+
+/** A check a child inherits: any but one declared `NO INHERIT`. */
+const isInheritedCheck = (c: Constraint) => c.kind === 'check' && !c.definition.endsWith(' NO INHERIT');
+
+/** The columns and checks, by name, a table holds through `parents`: theirs and what they inherit in turn. */
+function inheritedMembers(tables: ReadonlyMap<string, Table>, parents: readonly RelationKey[]): { columns: Map<string, Column>; checks: Map<string, Constraint> } {
+  const columns = new Map<string, Column>();
+  const checks = new Map<string, Constraint>();
+  for (const key of parents) {
+    // Every parent is a table of the same model: one outside the managed schemas is refused (unsupported.ts).
+    const parent = tables.get(key)!;
+    const above = inheritedMembers(tables, parent.inherits);
+    for (const c of [...above.columns.values(), ...parent.columns]) if (!columns.has(c.name)) columns.set(c.name, c);
+    for (const c of [...above.checks.values(), ...parent.constraints.filter(isInheritedCheck)]) if (!checks.has(c.name)) checks.set(c.name, c);
+  }
+  return { columns, checks };
+}
+
+/**
+ * A table's own members compared across a change of parents. What it held only through a parent it leaves becomes
+ * its own (PostgreSQL keeps it), so it is compared as such; what it holds through a parent it keeps, or will hold
+ * through the desired parents, is never added or dropped on the child (PostgreSQL refuses both).
+ */
+function memberDelta<T extends { name: string }>(own: readonly T[], freed: ReadonlyMap<string, T>, kept: ReadonlyMap<string, T>, wanted: readonly T[],
+  stillInherited: ReadonlyMap<string, T>, id: (item: T) => string): Delta<T> {
+  const before = [...own, ...[...freed.values()].filter((m) => !own.some((o) => o.name === m.name) && !kept.has(m.name))];
+  const d = delta(before, wanted, id);
+  return { added: d.added.filter((m) => !kept.has(m.name)), removed: d.removed.filter((m) => !stillInherited.has(m.name)), changed: d.changed };
+}
+
 /** `actual` → `desired`. Tables present in both are compared member by member (column order is not compared). */
 export function diffModels(actual: SchemaModel, desired: SchemaModel): ModelDiff {
   // Every table present on both sides is a candidate; its members decide whether it changed.
   const tables = delta(actual.tables, desired.tables, (t) => t.key, () => false);
+  const actualTables = new Map(actual.tables.map((t) => [t.key, t]));
+  const desiredTables = new Map(desired.tables.map((t) => [t.key, t]));
   const altered: TableDelta[] = [];
   for (const { from, to } of tables.changed) {
     // A table cannot become partitioned, or change its partition key or bound, in place: it is made again.
@@ -81,17 +133,24 @@ export function diffModels(actual: SchemaModel, desired: SchemaModel): ModelDiff
       tables.added.push(to);
       continue;
     }
+    const parents = parentChange(from, to);
+    const kept = inheritedMembers(actualTables, from.inherits.filter((p) => !parents.detach.includes(p)));
+    const freed = inheritedMembers(actualTables, parents.detach);
+    const stillInherited = inheritedMembers(desiredTables, to.inherits);
     const table: TableDelta = {
       from,
       to,
       // A partition's columns are its parent's: they change with the parent.
-      columns: to.partitionOf !== null ? delta([], [], columnId) : delta(from.columns, to.columns, columnId),
-      constraints: delta(from.constraints, to.constraints, (c) => c.name),
+      columns: to.partitionOf !== null ? delta([], [], columnId)
+        : memberDelta(from.columns, freed.columns, kept.columns, to.columns, stillInherited.columns, columnId),
+      constraints: memberDelta(from.constraints, freed.checks, kept.checks, to.constraints, stillInherited.checks, (c) => c.name),
       indexes: delta(from.indexes, to.indexes, (i) => i.name),
       rowSecurity: from.rowSecurity !== to.rowSecurity || from.forceRowSecurity !== to.forceRowSecurity,
       storage: from.unlogged !== to.unlogged || !same(from.options, to.options),
+      parents,
     };
-    if (isEmptyDelta(table.columns) && isEmptyDelta(table.constraints) && isEmptyDelta(table.indexes) && !table.rowSecurity && !table.storage) continue;
+    if (isEmptyDelta(table.columns) && isEmptyDelta(table.constraints) && isEmptyDelta(table.indexes) && !table.rowSecurity && !table.storage
+      && parents.detach.length + parents.attach.length === 0) continue;
     altered.push(table);
   }
   return {
@@ -139,6 +198,9 @@ function driftEntries(diff: ModelDiff): DriftEntry[] {
     add('constraint', t.constraints, (c) => c.name, `${t.to.key}.`);
     add('index', t.indexes, (i) => i.name, `${t.to.key}.`);
     if (t.rowSecurity) add('row_security', { added: [], removed: [], changed: [{ from: t.from.rowSecurity, to: t.to.rowSecurity }] }, () => t.to.key);
+    if (t.parents.detach.length + t.parents.attach.length > 0) {
+      add('table_parents', { added: [], removed: [], changed: [{ from: t.from.inherits, to: t.to.inherits }] }, () => t.to.key);
+    }
     if (t.storage) add('table_storage', { added: [], removed: [], changed: [{ from: [t.from.unlogged, t.from.options], to: [t.to.unlogged, t.to.options] }] }, () => t.to.key);
   }
   add('view', diff.views, (v) => v.key);

@@ -86,6 +86,7 @@ export async function introspect(client: Db): Promise<SchemaModel> {
   const schemas = (await rows<{ name: string }>(`SELECT n.nspname AS name FROM pg_namespace n WHERE ${MANAGED_NAMESPACE}`)).map((r) => r.name);
   const relations = await rows<RelationRow & {
     kind: string; rls: boolean; force_rls: boolean; unlogged: boolean; options: string[]; partition_by: string | null; parent: Oid | null; bound: string | null;
+    parents: Oid[];
   }>(
     `SELECT c.oid::text AS oid, n.nspname AS schema, c.relname AS name, c.relkind AS kind, c.relrowsecurity AS rls, c.relforcerowsecurity AS force_rls,
             c.relpersistence = 'u' AS unlogged,
@@ -93,7 +94,8 @@ export async function introspect(client: Db): Promise<SchemaModel> {
                   ORDER BY 1) AS options,
             CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) END AS partition_by,
             (SELECT i.inhparent::text FROM pg_inherits i WHERE i.inhrelid = c.oid AND c.relispartition) AS parent,
-            CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound
+            CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) END AS bound,
+            ARRAY(SELECT i.inhparent::text FROM pg_inherits i WHERE i.inhrelid = c.oid AND NOT c.relispartition ORDER BY i.inhseqno) AS parents
        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE ${MANAGED_NAMESPACE} AND c.relkind IN ('r', 'p', 'v', 'm', 'S') AND ${notExtensionMember('pg_class', 'c.oid')}`);
   const keyOf = new Map(relations.map((r) => [r.oid, relationKey(r.schema, r.name)]));
@@ -118,6 +120,8 @@ export async function introspect(client: Db): Promise<SchemaModel> {
     partitionBy: r.partition_by,
     partitionOf: r.parent !== null && r.bound !== null && keyOf.has(r.parent) ? { parent: keyOf.get(r.parent)!, bound: r.bound } : null,
     partitionIndexes: partitionIndexes.get(r.oid) ?? [],
+    // A parent outside the managed schemas is refused (unsupported.ts), so every parent has a key.
+    inherits: r.parents.map((p) => keyOf.get(p)!),
   }));
   const views = await readViews(client, relations.filter((r) => r.kind === 'v' || r.kind === 'm'), keyOf, indexes);
   const sequences = await readSequences(client, keyOf);
@@ -261,6 +265,7 @@ const sequenceOptionColumns = (s: string) =>
 const sequenceOptions = (r: SequenceRow): SequenceOptions =>
   ({ start: r.start, increment: r.increment, min: r.min, max: r.max, cache: r.cache, cycle: r.cycle });
 
+/** A table's own columns (those it holds only through a parent are the parent's); a partition's, all of them. */
 async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Column[]>> {
   const { rows } = await client.query<SequenceRow & {
     table_oid: Oid; name: string; type: string; not_null: boolean; default: string | null; identity: string; generated: string; sequence: string | null;
@@ -278,6 +283,7 @@ async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Colum
             AND dep.refobjsubid = a.attnum AND dep.classid = 'pg_class'::regclass AND dep.deptype = 'i'
        LEFT JOIN pg_sequence s ON s.seqrelid = dep.objid
       WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+        AND (a.attislocal OR (SELECT c.relispartition FROM pg_class c WHERE c.oid = a.attrelid))
       ORDER BY a.attrelid, a.attnum`, [tableOids]);
   const out = new Map<Oid, Column[]>();
   for (const r of rows) {
@@ -291,7 +297,7 @@ async function readColumns(client: Db, tableOids: Oid[]): Promise<Map<Oid, Colum
   return out;
 }
 
-/** A partition's constraints cloned from its parent belong to the parent. */
+/** A partition's constraints cloned from its parent, and a check held only through inheritance, belong to the parent. */
 async function readConstraints(client: Db, tableOids: Oid[], keyOf: Map<Oid, string>): Promise<Map<Oid, Constraint[]>> {
   const { rows } = await client.query<{ table_oid: Oid; name: string; type: string; definition: string; references: Oid }>(
     `SELECT con.conrelid::text AS table_oid, con.conname AS name, con.contype AS type, pg_get_constraintdef(con.oid) AS definition,

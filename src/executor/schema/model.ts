@@ -68,8 +68,12 @@ export interface Table {
   key: RelationKey;
   schema: string;
   name: string;
-  /** In physical order (used when creating); compared by name. */
+  /**
+   * In physical order (used when creating); compared by name. The table's own (attislocal): a column it holds only
+   * through a parent is the parent's, as pg_dump prints it; one both declared and inherited is its own.
+   */
   columns: Column[];
+  /** Its own constraints (conislocal): a check held only through a parent is the parent's. */
   constraints: Constraint[];
   indexes: Index[];
   rowSecurity: boolean;
@@ -84,6 +88,8 @@ export interface Table {
   partitionOf: { parent: RelationKey; bound: string } | null;
   /** A partition's indexes attached to its parent's (not those of the parent's keys). */
   partitionIndexes: PartitionIndex[];
+  /** The parents of table inheritance other than partitioning (`INHERITS (…)`), in their order (inhseqno). */
+  inherits: RelationKey[];
 }
 
 export interface View {
@@ -253,7 +259,7 @@ export const memberId = (m: { table: string; name: string }) => `${m.table} ${m.
 /** The state a fingerprint covers: everything modelled, order-independent, without derived data. */
 export function comparableState(model: SchemaModel): unknown {
   return {
-    formatVersion: 4,
+    formatVersion: 5,
     schemas: [...model.schemas].sort(),
     extensions: byName(model.extensions),
     collations: byKey(model.collations),
@@ -274,6 +280,7 @@ export function comparableState(model: SchemaModel): unknown {
       partitionBy: t.partitionBy,
       partitionOf: t.partitionOf,
       partitionIndexes: sortBy(t.partitionIndexes, (i) => i.parent),
+      inherits: t.inherits,
     })),
     views: byKey(model.views).map((v) => ({ key: v.key, materialized: v.materialized, definition: v.definition, indexes: byName(v.indexes) })),
     sequences: byKey(model.sequences).map((s) => ({ key: s.key, type: s.type, options: s.options, ownedBy: s.ownedBy })),

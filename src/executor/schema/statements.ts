@@ -157,7 +157,10 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     }
   }
 
-  // 4. Other constraints and indexes that go or change, on tables that stay.
+  // 4. Tables that stay leave the parents they no longer have (or have out of order): what they held through one
+  // becomes their own and may be dropped below, and a parent that goes holds no child that stays. Then other
+  // constraints and indexes that go or change, on tables that stay.
+  for (const t of diff.tables.altered) for (const p of t.parents.detach) emit(`ALTER TABLE ${t.to.key} NO INHERIT ${p}`);
   for (const t of diff.tables.altered) {
     for (const c of [...t.constraints.removed, ...changedFrom(t.constraints)]) {
       if (isForeignKey(c)) continue;
@@ -177,8 +180,8 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
     if (from.ownedBy !== null && !same(from.ownedBy, to.ownedBy)) emit(`ALTER SEQUENCE ${from.key} OWNED BY NONE`);
   }
 
-  // 6. Tables that go (their indexes, constraints, triggers, policies and owned sequences go with them), partitions
-  // before their parents.
+  // 6. Tables that go (their indexes, constraints, triggers, policies and owned sequences go with them), partitions and
+  // children before their parents.
   for (const t of partitionsFirst(diff.tables.removed)) {
     emit(`DROP TABLE ${t.key}`, { destructive: 'drop_table' });
     recreated.relations.add(t.key);
@@ -235,7 +238,8 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   const afterTables = (routine: string) => desired.routines.some((r) => r.key === routine && phaseOf(r) !== 'before_tables');
   for (const o of operators.created.filter((o) => !afterTables(o.routine))) emit(createOperator(o, desiredOperators));
 
-  // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions.
+  // 11. New sequences and tables (columns only; keys come once every table exists), parents before partitions and
+  // children.
   for (const s of diff.sequences.added) emit(`CREATE SEQUENCE ${s.key} AS ${s.type} ${sequenceOptionsSql(s.options)}`);
   for (const t of parentsFirst(diff.tables.added)) {
     emit(createTable(t));
@@ -279,6 +283,8 @@ export function planStatements(actual: SchemaModel, desired: SchemaModel): Plann
   const addKey = ({ table, constraint }: { table: Table; constraint: Constraint }) =>
     emit(addConstraint(table.key, constraint), existingTables.has(table.key) && !droppedTables.has(table.key) ? { locking: hasIndex(constraint) ? 'blocking_index_build' : 'full_table_scan' } : {});
   for (const c of newConstraints) if (!isForeignKey(c.constraint)) addKey(c);
+  // Parents taken, in order, now that the child holds every column and check of theirs that it declares.
+  for (const t of diff.tables.altered) for (const p of t.parents.attach) emit(`ALTER TABLE ${t.to.key} INHERIT ${p}`);
   const indexesBuilt = [
     ...newTables.flatMap((t) => t.indexes.map((index) => ({ table: t, index, existing: false }))),
     ...diff.tables.altered.flatMap((t) => [...t.indexes.added, ...rebuilt(t.indexes).map((x) => x.to)].map((index) => ({ table: t.to, index, existing: true }))),
@@ -539,7 +545,8 @@ function createTable(t: Table): string {
   const create = `CREATE ${t.unlogged ? 'UNLOGGED ' : ''}TABLE ${t.key}`;
   if (t.partitionOf !== null) return `${create} PARTITION OF ${t.partitionOf.parent} ${t.partitionOf.bound}${partitionBy}${options}`;
   const columns = `(${t.columns.map((c) => `\n  ${columnDefinition(c)}`).join(',')}${t.columns.length ? '\n' : ''})`;
-  return `${create} ${columns}${partitionBy}${options}`;
+  const inherits = t.inherits.length > 0 ? ` INHERITS (${t.inherits.join(', ')})` : '';
+  return `${create} ${columns}${inherits}${partitionBy}${options}`;
 }
 
 /**
@@ -564,9 +571,10 @@ function setColumnStatistics(table: string, columns: readonly { from?: Column; t
   }
 }
 
+/** How many generations of parents (partitioning or inheritance) a table has among `all`. */
 const depth = (t: Table, all: readonly Table[]): number => {
-  const parent = t.partitionOf && all.find((p) => p.key === t.partitionOf!.parent);
-  return parent ? 1 + depth(parent, all) : 0;
+  const parents = all.filter((p) => p.key === t.partitionOf?.parent || t.inherits.includes(p.key));
+  return Math.max(0, ...parents.map((p) => 1 + depth(p, all)));
 };
 const parentsFirst = (tables: readonly Table[]) => [...tables].sort((a, b) => depth(a, tables) - depth(b, tables));
 const partitionsFirst = (tables: readonly Table[]) => [...tables].sort((a, b) => depth(b, tables) - depth(a, tables));

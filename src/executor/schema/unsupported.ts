@@ -35,8 +35,8 @@ const CENSUS = `
   UNION ALL SELECT 'table_access_method' FROM pg_class c JOIN pg_am am ON am.oid = c.relam WHERE c.oid IN ${TABLES} AND am.amname <> 'heap'
   UNION ALL SELECT 'replica_identity' FROM pg_class c WHERE c.oid IN ${TABLES} AND c.relreplident <> 'd'
   UNION ALL SELECT 'typed_table' FROM pg_class c WHERE c.oid IN ${TABLES} AND c.reloftype <> 0
-  UNION ALL SELECT 'table_inheritance' FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-   WHERE (i.inhrelid IN ${RELATIONS} OR i.inhparent IN ${RELATIONS}) AND NOT c.relispartition
+  UNION ALL SELECT 'inheritance_from_unmanaged_table' FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+   WHERE NOT c.relispartition AND (i.inhrelid IN ${RELATIONS}) <> (i.inhparent IN ${RELATIONS})
   UNION ALL SELECT 'partition_of_unmanaged_table' FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
    WHERE c.relkind IN ('r', 'p') AND c.relispartition AND (i.inhrelid IN ${RELATIONS}) <> (i.inhparent IN ${RELATIONS})
   UNION ALL SELECT 'column_privilege' FROM ${COLUMNS} AND a.attacl IS NOT NULL
