@@ -12,6 +12,7 @@ import { buildHelmAside } from '../tools/stack/helm.js';
 import { defaultImages } from '../tools/stack/kubelet/images.js';
 import { REPO_ROOT } from '../tools/stack/paths.js';
 import { onInterrupt, trackGroup } from '../tools/stack/processes.js';
+import { MANAGER_BUILD_ENV } from './harness/manager-process.js';
 import { countTap, sumCounts, type TapCounts } from './harness/tap-count.js';
 import { runTrackedBuild } from '../tools/stack/controlplane.js';
 import { startPostgres, type PostgresServer } from '../tools/stack/postgres.js';
@@ -124,7 +125,9 @@ const helmBuilt = binaries?.catch(() => undefined).then(() => buildHelmAside()).
 });
 
 const runs: { counts: TapCounts; exitCode: number }[] = [];
-const postgresEnv: Record<string, string> = postgres ? { [STACK_ENV.postgres]: postgres.url } : {};
+// dist/ is current: the managers the tests start run from it, as the runner image does.
+const buildEnv: Record<string, string> = runner === 'compiled' ? { [MANAGER_BUILD_ENV]: 'compiled' } : {};
+const postgresEnv: Record<string, string> = { ...buildEnv, ...(postgres ? { [STACK_ENV.postgres]: postgres.url } : {}) };
 if (early.length > 0) runs.push(await runTap([...flags, ...early], postgresEnv, { nice: 10 }));
 
 let stack: Stack | undefined;
@@ -132,7 +135,7 @@ if (stackStart) {
   try {
     const started = await stackStart;
     stack = started.stack;
-    stack.env.PTAH_CONTROLPLANE_BIN = started.binDir;
+    Object.assign(stack.env, buildEnv, { PTAH_CONTROLPLANE_BIN: started.binDir });
     say(formatTimings(stack));
     say(`memory at start: ${await formatMemory(stack)}`);
   } catch (e) {
