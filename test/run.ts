@@ -128,7 +128,8 @@ const runs: { counts: TapCounts; exitCode: number }[] = [];
 // dist/ is current: the managers the tests start run from it, as the runner image does.
 const buildEnv: Record<string, string> = runner === 'compiled' ? { [MANAGER_BUILD_ENV]: 'compiled' } : {};
 const postgresEnv: Record<string, string> = { ...buildEnv, ...(postgres ? { [STACK_ENV.postgres]: postgres.url } : {}) };
-if (early.length > 0) runs.push(await runTap([...flags, ...early], postgresEnv, { nice: 10 }));
+// Their wall time is not their own while the build holds the cores: twice tap's per-file timeout (.taprc).
+if (early.length > 0) runs.push(await runTap(['--timeout=1800', ...flags, ...early], postgresEnv, { nice: 10 }));
 
 let stack: Stack | undefined;
 if (stackStart) {
