@@ -1,13 +1,13 @@
 // The generated corpus at scale (test/integration/schema-evolutions.ts): hundreds of seeded random evolutions, each
 // planned, applied, planned again and held to the catalog and to pg_dump, with plan and apply times against the
 // plan's statement count; then one schema grown step by step past 1 MiB of SQL.
-//   npx tsx bench/schema-evolutions.ts [--seeds 25] [--steps 12] [--grow-to 1048576] [--grow-by 400]
+//   npx tsx bench/schema-evolutions.ts [--first-seed 1] [--seeds 25] [--steps 12] [--grow-to 1048576] [--grow-by 400]
 import { parseArgs } from 'node:util';
 import { startPostgres } from '../tools/stack/postgres.js';
-import { grow, runEvolutions, type EvolutionStep } from '../test/integration/schema-evolutions.js';
+import { evolutionRoles, grow, runEvolutions, type EvolutionStep } from '../test/integration/schema-evolutions.js';
 
 const { values } = parseArgs({ options: {
-  seeds: { type: 'string', default: '25' }, steps: { type: 'string', default: '12' },
+  'first-seed': { type: 'string', default: '1' }, seeds: { type: 'string', default: '25' }, steps: { type: 'string', default: '12' },
   'grow-to': { type: 'string', default: String(1024 * 1024) }, 'grow-by': { type: 'string', default: '400' },
 } });
 
@@ -19,10 +19,12 @@ const cleanups: (() => unknown)[] = [];
 const teardown = { teardown: (fn: () => unknown) => void cleanups.push(fn) };
 const failed = (s: EvolutionStep) => !(s.applied && s.secondPlanEmpty && s.catalogEqual && s.dumpEqual);
 const round = (ms: number) => Math.round(ms);
+const made = await evolutionRoles();
 
 try {
   const steps: EvolutionStep[] = [];
-  for (let seed = 1; seed <= Number(values.seeds); seed++) await runEvolutions(teardown, seed, Number(values.steps), (s) => steps.push(s));
+  const first = Number(values['first-seed']);
+  for (let seed = first; seed < first + Number(values.seeds); seed++) await runEvolutions(teardown, made.roles, seed, Number(values.steps), (s) => steps.push(s));
   const bad = steps.filter(failed);
   const changes = steps.filter((s) => s.statements > 0);
   const buckets = [[1, 5], [6, 20], [21, 80], [81, Infinity]] as const;
@@ -38,13 +40,14 @@ try {
 
   // Growth: each step adds --grow-by tables to the schema, until its SQL passes --grow-to bytes.
   let lastBytes = 0;
-  await runEvolutions(teardown, 9001, 1000, (s) => {
+  await runEvolutions(teardown, made.roles, 9001, 1000, (s) => {
     lastBytes = Buffer.byteLength(s.sql);
     console.log(JSON.stringify({ grow: true, bytes: lastBytes, statements: s.statements, planMs: round(s.planMs), applyMs: round(s.applyMs), converged: !failed(s) }));
     if (lastBytes >= Number(values['grow-to'])) throw new GrowthDone();
   }, (rng, schema) => grow(rng, schema, Number(values['grow-by']))).catch((err: unknown) => { if (!(err instanceof GrowthDone)) throw err; });
 } finally {
   for (const fn of cleanups.reverse()) await fn();
+  await made.drop();
   await server.stop();
 }
 
