@@ -186,6 +186,12 @@ t.test('flyway: SQL rows, a baseline, DELETE and SCHEMA markers, and checksums',
     'a checksum that is not the file\'s');
   await refusedTable('future', [row(1, '1', 'SQL', 'V1__a.sql', sum('V1__a.sql')), row(2, '9', 'SQL', 'V9__z.sql', 1)],
     [/flyway recorded version 9 applied in future\.flyway_schema_history, but the artifact has no file for it/], 'an applied version with no file');
+  await refusedTable('versionless', [row(1, null, 'BASELINE', '<< Flyway Baseline >>', null)],
+    [/that is a baseline without a version/, /rank 1 \(BASELINE no version/], 'a baseline without a version');
+  await historyTable(db, 'sqlbase.flyway_schema_history', DDL.flyway,
+    insert(row(1, '3', 'SQL_BASELINE', 'B3__base.sql', 777), row(2, '5', 'SQL', 'V5__e.sql', sum('V5__e.sql'))));
+  t.same(await adopt(db, { from: 'flyway', table: 'sqlbase.flyway_schema_history' }, sources), ['1', '2', '3', '5'],
+    'a baseline migration covers every file at or below it, its own checksum belonging to the B script');
   await historyTable(db, 'deleted.flyway_schema_history', DDL.flyway,
     insert(row(1, '9', 'SQL', 'V9__z.sql', 1), row(2, '9', 'DELETE', 'V9__z.sql', null), row(3, '1', 'SQL', 'V1__a.sql', null)));
   t.same(await adopt(db, { from: 'flyway', table: 'deleted.flyway_schema_history' }, sources), ['1'], 'a deleted version needs no file; a NULL checksum is not compared');
