@@ -10,6 +10,7 @@ import { DEFAULT_MIGRATION_FORMAT, type MigrationFormat } from '../../shared/mig
 import { MIGRATION_ARTIFACT_REFUSALS } from '../../shared/executor-report.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { isTransactionControl, nonTransactionalCommand, splitSqlStatements, type SplitOptions, type SqlStatement } from '../sql-split.js';
+import { flywayChecksum } from './formats/flyway.js';
 import { readerFor } from './formats/index.js';
 import type { FormatReader, MarkerTool } from './formats/reader.js';
 
@@ -31,6 +32,8 @@ export interface MigrationSource {
   /** What to change so that a statement that cannot run in a transaction runs outside one (formats/reader.ts). */
   transactionAdvice: string;
   format: MigrationFormat;
+  /** Flyway's checksum of the file's text, for adopting Flyway's history; only files read as flyway have one. */
+  flywayChecksum?: number;
 }
 
 /**
@@ -70,7 +73,10 @@ export function readMigrationSources(dir: string, format: MigrationFormat = DEFA
   found.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
   // Names first, all at once; then the files' contents, whose problems are one file's at a time.
   refuseNamingProblems(reader, misnamed, sharedVersions(found), reader.ordersByFileName ? nameOrderInversions(found) : []);
-  return found.map(({ bytes, ...file }) => ({ ...file, checksum: sha256Digest(bytes), ...reader.upSection(file.fileName, bytes.toString('utf8')), format }));
+  return found.map(({ bytes, ...file }) => {
+    const text = bytes.toString('utf8');
+    return { ...file, checksum: sha256Digest(bytes), ...reader.upSection(file.fileName, text), format, ...(format === 'flyway' ? { flywayChecksum: flywayChecksum(text) } : {}) };
+  });
 }
 
 /** A migration file of the format, before its contents are read. */
@@ -108,7 +114,7 @@ function refuseNamingProblems(reader: FormatReader, misnamed: readonly string[],
 }
 
 const count = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
-const listed = (items: readonly string[]) => items.slice(0, LISTED).join(', ') + (items.length > LISTED ? ` and ${items.length - LISTED} more` : '');
+export const listed = (items: readonly string[]) => items.slice(0, LISTED).join(', ') + (items.length > LISTED ? ` and ${items.length - LISTED} more` : '');
 
 /** Refuses a file that cannot be run as written (see the header); the first problem, with its line and the fix. */
 export function assertRunnable(source: MigrationSource, lexing: SplitOptions): void {

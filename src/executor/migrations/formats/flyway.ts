@@ -4,6 +4,7 @@
 // meaning the executor cannot keep: repeatable (`R__`), baseline (`B`) and callback scripts, `.conf` sidecars,
 // and `${…}` placeholders. Undo (`U`) files never run. A script runs in a transaction unless it holds a statement
 // that cannot, and then all of it must be such statements (Flyway's default `mixed=false`).
+import { crc32 } from 'node:zlib';
 import { nonTransactionalCommand, splitSqlStatements } from '../../sql-split.js';
 import { fileProblem, type DirectoryEntry, type FormatReader, type UpSection } from './reader.js';
 
@@ -38,12 +39,22 @@ function flywayEntry(fileName: string): DirectoryEntry {
   }
   if (prefix === 'B') return { kind: 'misnamed', why: 'a baseline migration, which the executor does not read: remove it' };
   if (prefix !== 'V' || !VERSION.test(version)) return { kind: 'misnamed' };
-  const [first, ...rest] = version.split(/[._]/);
-  if (rest.some((part) => BigInt(part) !== 0n)) {
+  const first = flywayIntegerVersion(version);
+  if (first === undefined) {
     return { kind: 'misnamed', why: 'a dotted version; the executor records integer versions: renumber it with an integer version above the ones before it' };
   }
-  if (first!.length > 30) return { kind: 'misnamed', why: 'a version of more than 30 digits' };
-  return { kind: 'migration', version: first!, name: description === '' ? fileName : description };
+  if (first.length > 30) return { kind: 'misnamed', why: 'a version of more than 30 digits' };
+  return { kind: 'migration', version: first, name: description === '' ? fileName : description };
+}
+
+/**
+ * The integer a Flyway version stands for (its first part, as written), or undefined when it is not a version or
+ * a part after the first is non-zero: the one rule for file names and for versions in Flyway's history table.
+ */
+export function flywayIntegerVersion(version: string): string | undefined {
+  if (!VERSION.test(version)) return undefined;
+  const [first, ...rest] = version.split(/[._]/);
+  return rest.some((part) => BigInt(part) !== 0n) ? undefined : first;
 }
 
 function readFlywayScript(fileName: string, text: string): UpSection {
@@ -60,4 +71,12 @@ function readFlywayScript(fileName: string, text: string): UpSection {
       `script outside one, and refuses to mix it with the statement at line ${inside.line} (mixed=false): move it to a script of its own`);
   }
   return { sql: text, transactional: outside.length === 0, transactionAdvice: 'move the statement to a script of its own' };
+}
+
+/**
+ * Flyway's checksum of a script's text, as its history table stores it: one CRC32 over each line's UTF-8 bytes with
+ * the terminators (\n, \r, \r\n) and a leading U+FEFF dropped, read as a signed int32 (Java's int).
+ */
+export function flywayChecksum(text: string): number {
+  return text.replace(/^\uFEFF/, '').split(/\r\n|\r|\n/).reduce((crc, line) => crc32(line, crc), 0) | 0;
 }
