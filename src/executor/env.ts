@@ -3,6 +3,7 @@
 import { EXECUTOR_ENV, MAX_LOCK_TIMEOUT_MS } from '../shared/runner-env.js';
 import { isDigest } from '../shared/canonical.js';
 import { DEFAULT_MIGRATION_FORMAT, MIGRATION_FORMATS, isMigrationFormat, type MigrationFormat } from '../shared/migration-format.js';
+import { parseAdoption, type MigrationAdoption } from '../shared/migration-adoption.js';
 import { ExecutorFailure } from './failure.js';
 
 /** The process environment, or a test's stand-in for it. */
@@ -51,4 +52,15 @@ export function migrationFormat(env: Env): MigrationFormat {
   const value = optionalEnv(env, 'migrationFormat') ?? DEFAULT_MIGRATION_FORMAT;
   if (!isMigrationFormat(value)) throw new ExecutorFailure('invalid_input', `${EXECUTOR_ENV.migrationFormat} must be one of ${MIGRATION_FORMATS.join(', ')}`);
   return value;
+}
+
+/** The adoption the resource declares, if any (src/shared/migration-adoption.ts). */
+export function migrationAdoption(env: Env): MigrationAdoption | undefined {
+  const value = optionalEnv(env, 'migrationAdoption');
+  if (value === undefined) return undefined;
+  try {
+    return parseAdoption(value);
+  } catch (err) {
+    throw new ExecutorFailure('invalid_input', `${EXECUTOR_ENV.migrationAdoption} ${(err as Error).message}`);
+  }
 }

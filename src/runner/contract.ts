@@ -29,6 +29,8 @@
 //   PTAH_LOCK_TIMEOUT_MS                   mutating   optional; whole milliseconds, 1..3600000, the executor waits for
 //                                                     the realm's advisory lock (its own default 30000 when absent);
 //                                                     read-only operations take no realm lock and ignore it
+//   PTAH_MIGRATION_FORMAT                  migration-*  optional; spec.artifact.format, one of MIGRATION_FORMATS
+//   PTAH_MIGRATION_ADOPTION                migration-*  optional; spec.adoption as JSON, checked and passed on canonical
 //
 // Checks, in order; each refusal is framed with its RUNNER_ERROR code and childExitCode -1:
 //   1. protocol version; 1b. executor identity; 2. required inputs and their formats; 3. bindings: coordination digest, then the
@@ -49,6 +51,7 @@
 // stdout, in one write (src/shared/runner-protocol.ts). Exit 0 whenever a frame was written, 2 otherwise.
 import { isDigest } from '../shared/canonical.js';
 import { MIGRATION_FORMATS, isMigrationFormat, type MigrationFormat } from '../shared/migration-format.js';
+import { adoptionEnvValue, parseAdoption } from '../shared/migration-adoption.js';
 import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, MUTATING_RUNNER_OPERATIONS, RUNNER_ENV, type RunnerOperation } from '../shared/runner-env.js';
 import { isOperationId, RUNNER_ERROR, RUNNER_PROTOCOL_VERSION } from '../shared/runner-protocol.js';
 import { RunnerRefusal } from './refusal.js';
@@ -74,6 +77,8 @@ export interface RunnerInputs {
   lockTimeoutMs?: number;
   /** Migration operations: the artifact's directory format, when the Job names one other than the default. */
   migrationFormat?: MigrationFormat;
+  /** Migration operations: spec.adoption, checked and in canonical form, when the Job names one. */
+  migrationAdoption?: string;
 }
 
 const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
@@ -161,7 +166,10 @@ export function readInputs(operation: RunnerOperation, operationId: string, env:
       expectedDigest: digestInput(env, RUNNER_ENV.expectedPlanContentDigest, true) as string,
     };
   }
-  if (operation === 'migration-history' || operation === 'migration-apply') inputs.migrationFormat = migrationFormatInput(env);
+  if (operation === 'migration-history' || operation === 'migration-apply') {
+    inputs.migrationFormat = migrationFormatInput(env);
+    inputs.migrationAdoption = migrationAdoptionInput(env);
+  }
   if (operation === 'migration-apply') {
     inputs.migrationSequence = {
       json: required(env, RUNNER_ENV.expectedMigrationSequence),
@@ -241,4 +249,15 @@ function migrationFormatInput(env: Env): MigrationFormat | undefined {
     throw new RunnerRefusal(RUNNER_ERROR.invalidInput, `${name} must be one of ${MIGRATION_FORMATS.join(', ')}`);
   }
   return value;
+}
+
+function migrationAdoptionInput(env: Env): string | undefined {
+  const name = RUNNER_ENV.migrationAdoption;
+  const value = present(env, name);
+  if (value === undefined) return undefined;
+  try {
+    return adoptionEnvValue(parseAdoption(value));
+  } catch (err) {
+    throw new RunnerRefusal(RUNNER_ERROR.invalidInput, `${name} ${(err as Error).message}`);
+  }
 }

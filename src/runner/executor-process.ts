@@ -52,6 +52,7 @@ export function executorEnvironment(inputs: RunnerInputs, prepared: PreparedRun,
   set(EXECUTOR_ENV.expectedHistoryFingerprint, inputs.migrationSequence?.expectedHistoryFingerprint);
   set(EXECUTOR_ENV.lockTimeoutMs, inputs.lockTimeoutMs?.toString());
   set(EXECUTOR_ENV.migrationFormat, inputs.migrationFormat);
+  set(EXECUTOR_ENV.migrationAdoption, inputs.migrationAdoption);
   return out;
 }
 

@@ -49,6 +49,8 @@ export const RUNNER_ENV = {
   lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',
   /** Migrations: spec.artifact.format; absent means ptah (src/shared/migration-format.ts). */
   migrationFormat: 'PTAH_MIGRATION_FORMAT',
+  /** Migrations: spec.adoption as JSON (src/shared/migration-adoption.ts); absent means no adoption. */
+  migrationAdoption: 'PTAH_MIGRATION_ADOPTION',
 } as const;
 
 /** The longest realm-lock wait a Job may ask for: PtahMigration's 1h maximum, and the executor's own bound. */
@@ -82,6 +84,8 @@ export const EXECUTOR_ENV = {
   expectedSequenceFile: 'PTAH_EXPECTED_SEQUENCE_FILE',
   /** Migrations: the directory format the artifact is written in (spec.artifact.format; src/shared/migration-format.ts), default ptah. */
   migrationFormat: 'PTAH_MIGRATION_FORMAT',
+  /** Migrations: the adoption to read while the history is empty (spec.adoption; src/shared/migration-adoption.ts), as JSON. */
+  migrationAdoption: 'PTAH_MIGRATION_ADOPTION',
   expectedHistoryFingerprint: 'PTAH_EXPECTED_HISTORY_FINGERPRINT',
   /** Milliseconds to wait for the realm's advisory lock before refusing (default 30000). */
   lockTimeoutMs: 'PTAH_LOCK_TIMEOUT_MS',

@@ -197,6 +197,20 @@ t.test('spec.artifact.format reaches a migration Job only when it is not the def
   t.notSame(canonicalJson(rebuilt), canonicalJson(buildOperationJob(migration)), 'so a Job built for another format is not its rebuild');
 });
 
+t.test('spec.adoption reaches a migration Job as canonical JSON when declared, and the rebuild reads the owner\'s', async (t) => {
+  const adoption = (job: V1Job) => envValue(job, 'PTAH_MIGRATION_ADOPTION')?.value;
+  for (const c of [migrationHistory, migrationApply]) {
+    t.equal(adoption(buildOperationJob({ ...inputFor(c), migrationAdoption: { table: 'ops.goose_db_version', from: 'goose' } })),
+      '{"from":"goose","table":"ops.goose_db_version"}', `${c.type}: a declared adoption, fields in one order`);
+    t.equal(adoption(buildOperationJob(inputFor(c))), undefined, `${c.type}: none declared, so Jobs built before adoption rebuild alike`);
+  }
+  const migration = snapshotted(inputFor(migrationApply));
+  const owner = ownerObjectFor(migration);
+  const rebuilt = rebuildClaimJob({ owner: { ...owner, spec: { ...owner.spec, adoption: { from: 'baseline', baselineVersion: '240' } } }, claim: migration.claim, manager: MANAGER, plan: MIGRATION_PLAN });
+  t.equal(adoption(rebuilt), '{"from":"baseline","baselineVersion":"240"}', 'the rebuild carries the owner\'s adoption');
+  t.notSame(canonicalJson(rebuilt), canonicalJson(buildOperationJob(migration)), 'so a Job built without it is not its rebuild');
+});
+
 t.test('the builder\'s lock-timeout defaults are the CRDs\' defaults', async (t) => {
   const defaultOf = (spec: OpenApiSchema) => spec.properties?.policy?.properties?.lockTimeout?.default;
   t.equal(DEFAULT_LOCK_TIMEOUT.schema, defaultOf(ptahSchemaKind.spec.openapi));

@@ -43,6 +43,10 @@ t.test('inputs: what each operation requires, and their formats', async (t) => {
     ['sequence digest malformed', 'migration-apply', (e) => void (e.PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST = 'x'), RUNNER_ERROR.invalidInput],
     ['a migration format no reader reads', 'migration-history', (e) => void (e.PTAH_MIGRATION_FORMAT = 'liquibase'), RUNNER_ERROR.invalidInput],
     ['a migration format spelled otherwise', 'migration-apply', (e) => void (e.PTAH_MIGRATION_FORMAT = 'Goose'), RUNNER_ERROR.invalidInput],
+    ['an adoption that is not JSON', 'migration-history', (e) => void (e.PTAH_MIGRATION_ADOPTION = 'goose'), RUNNER_ERROR.invalidInput],
+    ['an adoption from an unknown tool', 'migration-apply', (e) => void (e.PTAH_MIGRATION_ADOPTION = '{"from":"liquibase"}'), RUNNER_ERROR.invalidInput],
+    ['a baseline without its version', 'migration-apply', (e) => void (e.PTAH_MIGRATION_ADOPTION = '{"from":"baseline"}'), RUNNER_ERROR.invalidInput],
+    ['an adoption table that is not an identifier', 'migration-history', (e) => void (e.PTAH_MIGRATION_ADOPTION = '{"from":"goose","table":"x; DROP TABLE y"}'), RUNNER_ERROR.invalidInput],
     ...['5m', '0', '-1', '1.5', '0100', ' 100', '3600001', '99999999'].map((value): (typeof cases)[number] =>
       [`lock timeout ${JSON.stringify(value)}`, 'apply', (e) => void (e.PTAH_LOCK_TIMEOUT_MS = value), RUNNER_ERROR.invalidInput]),
   ];
@@ -71,6 +75,12 @@ t.test('inputs: what each operation requires, and their formats', async (t) => {
     t.equal(readInputs(operation, OPERATION_ID, validEnv(ws, operation)).migrationFormat, undefined, `${operation}: none declared, the executor's default`);
   }
   t.equal(readInputs('observe', OPERATION_ID, { ...observe, PTAH_MIGRATION_FORMAT: 'liquibase' }).migrationFormat, undefined, 'a schema run reads no migration format');
+  for (const operation of ['migration-history', 'migration-apply'] as const) {
+    t.equal(readInputs(operation, OPERATION_ID, { ...validEnv(ws, operation), PTAH_MIGRATION_ADOPTION: '{ "table": "t", "from": "dbmate" }' }).migrationAdoption,
+      '{"from":"dbmate","table":"t"}', `${operation}: the declared adoption, passed on canonical`);
+    t.equal(readInputs(operation, OPERATION_ID, validEnv(ws, operation)).migrationAdoption, undefined, `${operation}: none declared`);
+  }
+  t.equal(readInputs('observe', OPERATION_ID, { ...observe, PTAH_MIGRATION_ADOPTION: 'x' }).migrationAdoption, undefined, 'a schema run reads no adoption');
 });
 
 t.test('the protocol version is checked exactly', async (t) => {

@@ -192,7 +192,8 @@ t.test('a successful run per operation carries the executor report and keeps the
   for (const operation of ['observe', 'plan', 'apply', 'migration-history', 'migration-apply'] as const) {
     await t.test(operation, async (tt) => {
       const ws = await workspace(tt);
-      const env = { ...validEnv(ws, operation), PTAH_DEV_URL: 'postgresql://dev:devpw@dev.internal/scratch', PTAH_LOCK_TIMEOUT_MS: '5000', PTAH_MIGRATION_FORMAT: 'goose' };
+      const env = { ...validEnv(ws, operation), PTAH_DEV_URL: 'postgresql://dev:devpw@dev.internal/scratch', PTAH_LOCK_TIMEOUT_MS: '5000', PTAH_MIGRATION_FORMAT: 'goose',
+        PTAH_MIGRATION_ADOPTION: '{"from":"goose"}' };
       const outcome = await runRunner(ws, { operation, env, scenario: { report: REPORTS[operation] } });
       const result = framed(tt, outcome, operation);
       tt.equal(result.error, undefined);
@@ -202,7 +203,7 @@ t.test('a successful run per operation carries the executor report and keeps the
       const invocation = outcome.invocation!;
       tt.same(invocation.argv, [operation], 'the executor is told its operation');
       const allowed = ['PATH', 'HOME', 'TMPDIR', 'PTAH_DB_URL', 'PTAH_OPERATION_ID', 'PTAH_COORDINATION_DIGEST', 'PTAH_ARTIFACT_DIR', 'PTAH_PLAN_FILE',
-        'PTAH_EXPECTED_SEQUENCE_FILE', 'PTAH_EXPECTED_HISTORY_FINGERPRINT', 'PTAH_LOCK_TIMEOUT_MS', 'PTAH_DEV_URL', 'PTAH_MIGRATION_FORMAT'];
+        'PTAH_EXPECTED_SEQUENCE_FILE', 'PTAH_EXPECTED_HISTORY_FINGERPRINT', 'PTAH_LOCK_TIMEOUT_MS', 'PTAH_DEV_URL', 'PTAH_MIGRATION_FORMAT', 'PTAH_MIGRATION_ADOPTION'];
       // tap's process tracking injects its own variables into every process it sees spawned; they are not the runner's.
       const injectedByTap = (k: string) => k.startsWith('_TAPJS_') || (k === 'NODE_OPTIONS' && invocation.env[k].includes('@tapjs/processinfo'));
       tt.same(Object.keys(invocation.env).filter((k) => !allowed.includes(k) && !injectedByTap(k)), [], 'no runner-only variable reaches the executor');
@@ -211,6 +212,7 @@ t.test('a successful run per operation carries the executor report and keeps the
       tt.equal(invocation.env.PTAH_LOCK_TIMEOUT_MS, takesRealmLock ? '5000' : undefined, 'only the runs that take the realm lock get its timeout');
       tt.equal(invocation.env.PTAH_ARTIFACT_DIR !== undefined, operation !== 'apply', 'apply runs the plan alone');
       tt.equal(invocation.env.PTAH_MIGRATION_FORMAT, operation.startsWith('migration-') ? 'goose' : undefined, 'only the migration runs get the directory format');
+      tt.equal(invocation.env.PTAH_MIGRATION_ADOPTION, operation.startsWith('migration-') ? '{"from":"goose"}' : undefined, 'only the migration runs get the adoption');
       if (invocation.env.PTAH_ARTIFACT_DIR) tt.not(invocation.env.PTAH_ARTIFACT_DIR, ws.artifactDir, 'the executor reads a verified private copy');
       switch (result.operation) {
         case 'observe':

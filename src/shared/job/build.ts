@@ -20,6 +20,7 @@ import { claimJobName, JobNameError, type Family } from '../naming.js';
 import { snapshotProblem, type SnapshotLike } from '../podintent.js';
 import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '../planstore.js';
 import { DEFAULT_MIGRATION_FORMAT, type MigrationFormat } from '../migration-format.js';
+import { adoptionEnvValue, type MigrationAdoption } from '../migration-adoption.js';
 import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
 import {
   declaredMetadataProblem,
@@ -158,6 +159,8 @@ export interface OperationJobInput {
   artifact: { configMapName: string; digest: string };
   /** PtahMigration: spec.artifact.format, how the executor reads the artifact. */
   migrationFormat?: MigrationFormat;
+  /** PtahMigration: spec.adoption, the files another tool applied, read while the history is empty. */
+  migrationAdoption?: MigrationAdoption;
   execution: ExecutionSpec;
   policy: PolicySpec;
   manager: ManagerIdentity;
@@ -519,6 +522,7 @@ function environment(input: OperationJobInput, runnerOperation: RunnerOperation,
   if (input.dev) env.push(secret(RUNNER_ENV.devUrl, input.dev.urlFrom));
   // Only a format other than the default is carried, so a ptah-format Job rebuilds as the managers before formats built it.
   if (input.migrationFormat !== undefined && input.migrationFormat !== DEFAULT_MIGRATION_FORMAT) env.push(value(RUNNER_ENV.migrationFormat, input.migrationFormat));
+  if (input.migrationAdoption !== undefined) env.push(value(RUNNER_ENV.migrationAdoption, adoptionEnvValue(input.migrationAdoption)));
   if (mutating) {
     env.push(
       value(RUNNER_ENV.expectedCoordinationDigest, bindings.coordinationDigest),

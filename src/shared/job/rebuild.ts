@@ -13,6 +13,7 @@ import {
   type SecretKeyRef,
 } from './build.js';
 import type { MigrationFormat } from '../migration-format.js';
+import type { MigrationAdoption } from '../migration-adoption.js';
 import { familyOfKind, JOB_ANNOTATIONS, OWNER_API_VERSION } from './metadata.js';
 import { runnerOperationFor } from './operations.js';
 
@@ -30,6 +31,8 @@ export interface ClaimOwnerObject {
     policy?: PolicySpec;
     /** PtahMigration only: the directory format (defaulted by the API server to ptah). */
     artifact?: { format?: MigrationFormat };
+    /** PtahMigration only: spec.adoption. */
+    adoption?: MigrationAdoption;
   };
   status?: {
     artifact?: { configMapName: string; digest: string };
@@ -137,6 +140,7 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     ...(runnerOperation === 'plan' && dev ? { dev } : {}),
     artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
     ...(owner.spec.artifact?.format ? { migrationFormat: owner.spec.artifact.format } : {}),
+    ...(owner.spec.adoption ? { migrationAdoption: owner.spec.adoption } : {}),
     execution: owner.spec.execution ?? {},
     policy: owner.spec.policy ?? {},
     manager: { ...input.manager, ...recordedManager(input.liveJob) },
