@@ -3,6 +3,7 @@
 // sees exactly what the controller's next pass will find. The order of the checks in nextPass follows the order a
 // reconcile pass meets the obligations: an owed release first, then a binding retirement, the claim in flight, the
 // pending observation (schema) or the unresolved run (migration), and only then the idle decisions.
+import { ADOPTION_REFUSED } from '../shared/executor-report.js';
 import type { PtahMigration } from '../shared/api/migration-kinds.js';
 import type { PtahSchema } from '../shared/api/schema-kinds.js';
 import type { Condition } from '../shared/api/shapes.js';
@@ -77,7 +78,9 @@ export function obligationsOf(resource: PtahResource): string[] {
     out.push(`A pending observation (status.pendingObservation): Apply ${p.applyOperationID} (Job ${p.applyJobName}) ended ${p.outcome}; a fresh reading of the same database under its Lease owes the proof${p.planRequired ? ', and the raw reading is done so the Plan that settles it is owed' : ''}${when}; nothing is planned or run while it stands.`);
   }
   const refused = resource.status?.refusedReading;
-  if (refused && resource.kind === 'PtahMigration') {
+  if (refused && resource.kind === 'PtahMigration' && refused.code === ADOPTION_REFUSED) {
+    out.push(`A refused adoption (status.refusedReading): a History reading refused spec.adoption (${refused.code}: ${refused.message}); the other tool's history is read again at ${resource.status?.nextReconciliationTime ?? 'spec.interval'}, or at once when the artifact or the spec changes.`);
+  } else if (refused && resource.kind === 'PtahMigration') {
     out.push(`A refused artifact (status.refusedReading): a History reading refused artifact ${refused.artifactDigest} as generation ${refused.generation} reads it (${refused.code}: ${refused.message}); it is not read again until the artifact, the spec or the execution binding changes.`);
   } else if (refused) {
     out.push(`A refused reading (status.refusedReading): a reading of desired schema ${refused.artifactDigest} under generation ${refused.generation} was refused (${refused.code}: ${refused.message}); the database is read again at ${resource.status?.nextReconciliationTime ?? 'spec.interval'}, or at once when the desired schema or the spec changes.`);

@@ -73,6 +73,8 @@ export function migrationPlanSummary(plan: PtahMigrationPlan): string[] {
     `ptahmigrationplan/${plan.metadata.name} for ptahmigration/${s.migrationRef.name}`,
     `fingerprint:  ${s.fingerprint}`,
     `from version: ${s.currentVersion || '(nothing applied)'}`,
+    ...(s.adopted ? [`adopts:       ${s.adopted.count} file(s), ${s.adopted.firstVersion} … ${s.adopted.lastVersion}, as applied by ${s.adopted.from} ` +
+      '(recorded in the history by this Apply, never run)'] : []),
     `migrations:   ${s.migrations.length}`,
     `${'VERSION'.padEnd(width)}   CHECKSUM${' '.repeat(63)}   NAME`,
     ...s.migrations.map((m) => `${m.version.padEnd(width)}   ${m.checksum.padEnd(71)}   ${m.name}`),

@@ -14,7 +14,8 @@ const BOOTSTRAP_LOCK_KEY = realmLockKey('ptah-bookkeeping-bootstrap');
 /** Creates the bookkeeping schema and tables when missing. Must run inside a transaction. */
 export async function ensureBookkeeping(client: Db): Promise<void> {
   const { rows } = await client.query<{ ready: boolean }>(
-    `SELECT to_regclass($1) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'started_at') AS ready`,
+    `SELECT to_regclass($1) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'started_at')
+       AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'adopted_from') AS ready`,
     [HISTORY_TABLE, SCHEMA_APPLIES_TABLE]);
   if (rows[0]?.ready) return;
   await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [BOOTSTRAP_LOCK_KEY]);
@@ -41,7 +42,9 @@ export async function ensureBookkeeping(client: Db): Promise<void> {
       applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
     );
     -- Tables an earlier executor created lack it; their rows keep NULL (start not recorded).
-    ALTER TABLE ${SCHEMA_APPLIES_TABLE} ADD COLUMN IF NOT EXISTS started_at timestamptz;`);
+    ALTER TABLE ${SCHEMA_APPLIES_TABLE} ADD COLUMN IF NOT EXISTS started_at timestamptz;
+    -- The tool whose history a row was adopted from (spec.adoption), NULL for a file this executor ran.
+    ALTER TABLE ${HISTORY_TABLE} ADD COLUMN IF NOT EXISTS adopted_from text;`);
 }
 
 /** Whether a bookkeeping table exists yet; reads must not create it. */

@@ -1,6 +1,7 @@
 // What the executor (src/executor) reports as one JSON document on stdout, per command. The runner validates
 // it and carries the relevant part into its result frame, which the controller reads. Nothing here ever holds
 // a credential; drift findings hold categories and counts only, never object names or SQL.
+import type { AdoptionSource } from './migration-adoption.js';
 
 export interface ExecutorError {
   /** Stable machine-readable code, e.g. `unsupported_object`, `connection_failed`, `lock_timeout`. */
@@ -132,8 +133,10 @@ export interface MigrationHistory {
   outOfOrder: string[];
   /** Applied versions that the artifact no longer holds. */
   missing: string[];
-  /** Digest of the applied history (version, checksum per row, in order). */
+  /** Digest of the applied history (version, checksum per row, in order, and the adoptable files). */
   fingerprint: string;
+  /** While nothing is recorded: the files spec.adoption counts as applied, recorded by the first Apply. */
+  adoptable?: { from: AdoptionSource; files: MigrationFile[] };
 }
 
 export interface MigrationHistoryReport extends PhysicalIdentityFields {
@@ -182,4 +185,10 @@ export const SCHEMA_READING_REFUSALS = {
 
 const oneOf = (codes: Record<string, string>) => (code: string): boolean => Object.values(codes).includes(code);
 export const isMigrationArtifactRefusal = oneOf(MIGRATION_ARTIFACT_REFUSALS);
+
+/**
+ * The executor's refusal of a declared adoption (spec.adoption): the other tool's history table is missing, dirty,
+ * or names files the artifact lacks. A person mends it in the database, so it is read again at spec.interval.
+ */
+export const ADOPTION_REFUSED = 'adoption_refused';
 export const isSchemaReadingRefusal = oneOf(SCHEMA_READING_REFUSALS);

@@ -14,6 +14,7 @@
 // log is gone): one line `PTAH_RUNNER_SUMMARY_V1 <canonical JSON>\n`, at most 2048 bytes, naming the frame by
 // its payload digest. It may stand in for a migration Apply's frame only when the log holds none (see
 // summaryStandsIn), and it never says more than the frame would.
+import { ADOPTION_SOURCES } from './migration-adoption.js';
 import { canonicalJson, digest, isDigest, sha256Digest, sha256Hex } from './canonical.js';
 import {
   isRefusedBeforeWriting, PHYSICAL_IDENTITY_KINDS,
@@ -409,7 +410,7 @@ function migrationFileProblem(value: unknown, at: string, keys: readonly string[
 export function migrationHistoryProblem(value: unknown): Problem {
   if (!isObject(value)) return 'migrationHistory is not an object';
   return first(
-    () => extraKey(value, ['applied', 'pending', 'dirty', 'modified', 'outOfOrder', 'missing', 'fingerprint'], 'migrationHistory'),
+    () => extraKey(value, ['applied', 'pending', 'dirty', 'modified', 'outOfOrder', 'missing', 'fingerprint', 'adoptable'], 'migrationHistory'),
     () => eachProblem(value.applied, 'migrationHistory.applied', (row, at) => first(
       () => migrationFileProblem(row, at, ['version', 'name', 'checksum', 'operationId', 'appliedAt']),
       () => (typeof (row as JsonObject).operationId === 'string' && ((row as JsonObject).operationId as string).length <= 256
@@ -423,6 +424,17 @@ export function migrationHistoryProblem(value: unknown): Problem {
     () => versionListProblem(value.outOfOrder, 'migrationHistory.outOfOrder'),
     () => versionListProblem(value.missing, 'migrationHistory.missing'),
     () => digestProblem(value.fingerprint, 'migrationHistory.fingerprint'),
+    () => (value.adoptable === undefined ? undefined : adoptableProblem(value.adoptable)),
+  );
+}
+
+function adoptableProblem(value: unknown): Problem {
+  if (!isObject(value)) return 'migrationHistory.adoptable is not an object';
+  return first(
+    () => extraKey(value, ['from', 'files'], 'migrationHistory.adoptable'),
+    () => ((ADOPTION_SOURCES as readonly unknown[]).includes(value.from) ? undefined : 'migrationHistory.adoptable.from is not an adoption source'),
+    () => eachProblem(value.files, 'migrationHistory.adoptable.files', (row, at) => migrationFileProblem(row, at)),
+    () => ((value.files as unknown[]).length > 0 ? undefined : 'migrationHistory.adoptable lists no file'),
   );
 }
 

@@ -2,7 +2,6 @@
 // tool writes it (migration-formats.md §1-4), read by readAdoptable over an artifact in the tool's format. Every
 // read runs in a read-only snapshot with search_path emptied, as the executor reads, unless a case says otherwise.
 import t, { type Test } from 'tap';
-import { crc32 } from 'node:zlib';
 import { connect, disconnect, withReadOnlySnapshot } from '../../src/executor/db.js';
 import { ExecutorFailure } from '../../src/executor/failure.js';
 import { readAdoptable } from '../../src/executor/migrations/adoption.js';
@@ -10,6 +9,7 @@ import { readMigrationSources, type MigrationSource } from '../../src/executor/m
 import type { MigrationAdoption } from '../../src/shared/migration-adoption.js';
 import type { MigrationFormat } from '../../src/shared/migration-format.js';
 import { artifactDir, freshDatabase, type Database } from './executor-helpers.js';
+import { flywaySum } from './migration-format-fixtures.js';
 
 /** The tables as the tools create them; `%s` is the table's qualified name. */
 const DDL = {
@@ -55,8 +55,6 @@ async function refused(t: Test, db: Database, adoption: MigrationAdoption, sourc
 
 const sourcesOf = (t: Test, format: MigrationFormat, files: Record<string, string>) => readMigrationSources(artifactDir(t, files), format);
 
-/** Flyway's checksum computed here, not by the code under test: one CRC32 of the text with line breaks and a BOM removed. */
-const flywaySum = (text: string) => crc32(Buffer.from(text.replace(/^\uFEFF/, '').replace(/\r\n|\r|\n/g, ''), 'utf8')) | 0;
 
 t.test('golang-migrate: the one clean row adopts every file at or below it', async (t) => {
   const db = await freshDatabase(t, 'adopt_gm');

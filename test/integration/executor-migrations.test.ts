@@ -43,7 +43,7 @@ function approvedWithoutReading(t: Test, db: Database, files: Record<string, str
     operationId: opId,
     coordinationDigest: COORDINATION_DIGEST,
     expectedSequenceFile: jsonFile(t, Object.entries(files).map(([name, sql]) => ({ version: name.split('_')[0]!, checksum: sha256Digest(sql) }))),
-    expectedHistoryFingerprint: historyFingerprint([]),
+    expectedHistoryFingerprint: historyFingerprint({ rows: [] }),
   };
 }
 

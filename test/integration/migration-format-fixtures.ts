@@ -3,6 +3,7 @@
 // from a reading of the files). Shared by the executor tests and the PtahMigration ones on the control plane.
 import type { Test } from 'tap';
 import { execFile } from 'node:child_process';
+import { crc32 } from 'node:zlib';
 import { join } from 'node:path';
 import type { MigrationFormat } from '../../src/shared/migration-format.js';
 import { artifactDir, freshDatabase, type Database } from './executor-helpers.js';
@@ -68,3 +69,6 @@ export async function witness(t: Test, steps: readonly Step[]): Promise<Database
   }
   return db;
 }
+
+/** Flyway's checksum computed here, not by the code under test: one CRC32 of the text with line breaks and a BOM removed. */
+export const flywaySum = (text: string) => crc32(Buffer.from(text.replace(/^\uFEFF/, '').replace(/\r\n|\r|\n/g, ''), 'utf8')) | 0;

@@ -71,35 +71,53 @@ const row = (version: string, extra: Partial<HistoryRow> = {}): HistoryRow => ({
 t.test('history classifies applied, pending, dirty, modified, out-of-order and missing', async (t) => {
   const sources = [source('1'), source('2', 'sha256:' + 'f'.repeat(64)), source('3'), source('5'), source('6')];
   const rows = [row('01'), row('2'), row('4'), row('5', { dirty: true, finishedAt: null })];
-  const h = computeHistory(sources, rows);
+  const h = computeHistory(sources, { rows });
   t.same(h.applied.map((a) => a.version), ['01', '2', '4', '5']);
   t.same(h.pending.map((p) => p.version), ['3', '6']);
   t.same(h.dirty, ['5']);
   t.same(h.modified, ['2']);
   t.same(h.outOfOrder, ['3']);
   t.same(h.missing, ['4']);
-  t.equal(h.fingerprint, historyFingerprint(rows));
+  t.equal(h.fingerprint, historyFingerprint({ rows }));
   t.equal(h.applied[3]!.appliedAt, new Date(0).toISOString(), 'an unfinished row is dated by its start');
 });
 
 t.test('the history fingerprint moves with every row change and nothing else', async (t) => {
   const base = [row('1'), row('2')];
-  const fp = historyFingerprint(base);
-  t.equal(historyFingerprint([row('1', { operationId: 'other', finishedAt: new Date(9) }), row('2')]), fp, 'timestamps and operation IDs do not count');
-  t.not(historyFingerprint([row('1')]), fp);
-  t.not(historyFingerprint([row('2'), row('1')]), fp, 'order counts');
-  t.not(historyFingerprint([row('1'), row('2', { dirty: true })]), fp);
-  t.not(historyFingerprint([row('1'), row('2', { checksum: 'sha256:' + 'a'.repeat(64) })]), fp);
-  t.equal(historyFingerprint([]), computeHistory([], []).fingerprint);
+  const fp = historyFingerprint({ rows: base });
+  t.equal(historyFingerprint({ rows: [row('1', { operationId: 'other', finishedAt: new Date(9) }), row('2')] }), fp, 'timestamps and operation IDs do not count');
+  t.not(historyFingerprint({ rows: [row('1')] }), fp);
+  t.not(historyFingerprint({ rows: [row('2'), row('1')] }), fp, 'order counts');
+  t.not(historyFingerprint({ rows: [row('1'), row('2', { dirty: true })] }), fp);
+  t.not(historyFingerprint({ rows: [row('1'), row('2', { checksum: 'sha256:' + 'a'.repeat(64) })] }), fp);
+  t.equal(historyFingerprint({ rows: [] }), computeHistory([], { rows: [] }).fingerprint);
+});
+
+t.test('an adoption counts its files as applied: never pending, the highest of them orders the rest, and the fingerprint binds them', async (t) => {
+  const sources = [source('1'), source('2'), source('3'), source('4'), source('5')];
+  const adopted = { from: 'goose' as const, sources: [sources[0]!, sources[1]!, sources[3]!] };
+  const h = computeHistory(sources, { rows: [], adopted });
+  t.same(h.pending.map((p) => p.version), ['3', '5'], 'the adopted files are not pending');
+  t.same(h.outOfOrder, ['3'], 'a file below the highest adopted one is out of order, as below the highest applied');
+  t.same(h.applied, [], 'nothing is recorded yet');
+  t.same(h.adoptable, { from: 'goose', files: [sources[0], sources[1], sources[3]].map(({ version, name, checksum }) => ({ version, name, checksum })) });
+  t.same(pendingSources(sources, { rows: [], adopted }).map((p) => p.version), ['3', '5']);
+  const fp = h.fingerprint;
+  t.not(fp, historyFingerprint({ rows: [] }), 'an adoption is another history than none');
+  t.not(historyFingerprint({ rows: [], adopted: { ...adopted, sources: adopted.sources.slice(0, 2) } }), fp, 'one file fewer adopted');
+  t.not(historyFingerprint({ rows: [], adopted: { ...adopted, from: 'dbmate' } }), fp, 'the same files from another tool');
+  t.not(historyFingerprint({ rows: [], adopted: { ...adopted, sources: [sources[0]!, sources[1]!, source('4', `sha256:${'c'.repeat(64)}`)] } }), fp, 'another checksum');
+  t.equal(computeHistory(sources, { rows: [] }).adoptable, undefined, 'no adoption, no adoptable files');
+  t.equal(historyFingerprint({ rows: [row('1')] }), computeHistory(sources, { rows: [row('1')] }).fingerprint, 'without an adoption, the fingerprint readings always had');
 });
 
 t.test('apply refuses before changing anything unless the pending files begin with the approved sequence', async (t) => {
   const sources = [source('1'), source('2'), source('3')];
   const rows = [row('1')];
-  const fp = historyFingerprint(rows);
+  const fp = historyFingerprint({ rows });
   const approved = [{ version: '2', checksum: sources[1]!.checksum }, { version: '3', checksum: sources[2]!.checksum }];
   const refuse = (r: HistoryRow[], planned: { version: string; checksum: string }[], expected: string, s = sources) =>
-    failureCode(() => refuseUnlessApproved(computeHistory(s, r), pendingSources(s, r), { planned, expectedFingerprint: expected, operationId: 'op' }));
+    failureCode(() => refuseUnlessApproved(computeHistory(s, { rows: r }), pendingSources(s, { rows: r }), { planned, expectedFingerprint: expected, operationId: 'op' }));
 
   t.equal(refuse(rows, approved, fp), undefined, 'exact match passes');
   t.equal(refuse(rows, [{ version: '002', checksum: sources[1]!.checksum }, approved[1]!], fp), undefined, 'versions compare numerically');
@@ -109,14 +127,14 @@ t.test('apply refuses before changing anything unless the pending files begin wi
   t.equal(refuse(rows, [...approved, { version: '4', checksum: sources[0]!.checksum }], fp), 'sequence_mismatch', 'approval covers more files');
   t.equal(refuse(rows, [approved[1]!, approved[0]!], fp), 'sequence_mismatch', 'order differs');
   t.equal(refuse(rows, [approved[0]!, { version: '3', checksum: 'sha256:' + 'e'.repeat(64) }], fp), 'sequence_mismatch', 'checksum differs');
-  t.equal(refuse(rows, approved, historyFingerprint([])), 'history_moved');
-  t.equal(refuse([row('1', { dirty: true })], approved, historyFingerprint([row('1', { dirty: true })])), 'dirty_history');
-  t.equal(refuse([row('1', { checksum: 'sha256:' + 'b'.repeat(64) })], approved, historyFingerprint([row('1', { checksum: 'sha256:' + 'b'.repeat(64) })])), 'modified_migration');
-  t.equal(refuse([row('1'), row('9')], approved, historyFingerprint([row('1'), row('9')])), 'missing_migration');
+  t.equal(refuse(rows, approved, historyFingerprint({ rows: [] })), 'history_moved');
+  t.equal(refuse([row('1', { dirty: true })], approved, historyFingerprint({ rows: [row('1', { dirty: true })] })), 'dirty_history');
+  t.equal(refuse([row('1', { checksum: 'sha256:' + 'b'.repeat(64) })], approved, historyFingerprint({ rows: [row('1', { checksum: 'sha256:' + 'b'.repeat(64) })] })), 'modified_migration');
+  t.equal(refuse([row('1'), row('9')], approved, historyFingerprint({ rows: [row('1'), row('9')] })), 'missing_migration');
   const withNine = [...sources, source('9')];
   const nineApplied = [row('1'), row('9')];
-  t.equal(refuse(nineApplied, approved, historyFingerprint(nineApplied), withNine), 'out_of_order');
-  t.equal(refuse([row('1'), row('2'), row('3')], [], historyFingerprint([row('1'), row('2'), row('3')])), undefined, 'nothing pending, nothing approved');
+  t.equal(refuse(nineApplied, approved, historyFingerprint({ rows: nineApplied }), withNine), 'out_of_order');
+  t.equal(refuse([row('1'), row('2'), row('3')], [], historyFingerprint({ rows: [row('1'), row('2'), row('3')] })), undefined, 'nothing pending, nothing approved');
 });
 
 t.test('a moved history says which approved migrations it now records, and which operation applied them', async (t) => {
@@ -127,7 +145,7 @@ t.test('a moved history says which approved migrations it now records, and which
   /** The refusal of a run approved for `planned` on the empty history, now that `rows` are recorded. */
   const refusal = (rows: HistoryRow[], planned = approved.slice(0, 2)) => {
     try {
-      refuseUnlessApproved(computeHistory(sources, rows), pendingSources(sources, rows), { planned, expectedFingerprint: historyFingerprint([]), operationId: THIS });
+      refuseUnlessApproved(computeHistory(sources, { rows }), pendingSources(sources, { rows }), { planned, expectedFingerprint: historyFingerprint({ rows: [] }), operationId: THIS });
     } catch (err) {
       if (err instanceof ExecutorFailure) return { code: err.code, message: err.message };
       throw err;

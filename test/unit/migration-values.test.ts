@@ -44,6 +44,17 @@ t.test('the policy fingerprint binds a declared format, and keeps its pre-format
   t.not(migrationPolicyFingerprint(goose), base, 'a plan read in another format is another plan');
 });
 
+t.test('the policy fingerprint binds a declared adoption, and keeps its value without one', async (t) => {
+  const m = migration(1);
+  const base = migrationPolicyFingerprint(m);
+  const adopting = (adoption: NonNullable<PtahMigration['spec']['adoption']>): PtahMigration => ({ ...m, spec: { ...m.spec, adoption } });
+  const goose = migrationPolicyFingerprint(adopting({ from: 'goose' }));
+  t.not(goose, base, 'a plan that adopts is another plan than one that does not');
+  t.not(migrationPolicyFingerprint(adopting({ from: 'goose', table: 'ops.goose_db_version' })), goose, 'another table is another adoption');
+  t.not(migrationPolicyFingerprint(adopting({ from: 'baseline', baselineVersion: '240' })), migrationPolicyFingerprint(adopting({ from: 'baseline', baselineVersion: '241' })),
+    'another baseline is another adoption');
+});
+
 t.test('the input fingerprint moves with every input, and not with the resolution time', async (t) => {
   const base = migrationInputFingerprint(migration(1), inputs);
   t.ok(isDigest(base));

@@ -5,8 +5,8 @@
 import type { V1Job } from '@kubernetes/client-node';
 import type { LastRunOutcome, MigrationHistoryStatus, PtahMigrationPlan, PtahMigrationStatus } from '../../shared/api/migration-kinds.js';
 import { parseDuration } from '../../shared/api/duration.js';
-import type { ActiveOperation } from '../../shared/api/shapes.js';
-import { isMigrationArtifactRefusal, type MigrationHistory, type MigrationRunOutcome } from '../../shared/executor-report.js';
+import type { ActiveOperation, RefusedReading } from '../../shared/api/shapes.js';
+import { ADOPTION_REFUSED, isMigrationArtifactRefusal, type MigrationHistory, type MigrationRunOutcome } from '../../shared/executor-report.js';
 import { RUNNER_ERROR, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
 import type { RunnerOperation } from '../../shared/runner-env.js';
 import { refusalMessage, refusedReadingOf } from '../refused-reading.js';
@@ -215,7 +215,22 @@ function historyStatusOf(history: MigrationHistory, targetIdentityDigest: string
     dirty: history.dirty.length > 0,
     modifiedVersions: history.modified.slice(0, 256),
     outOfOrderVersions: history.outOfOrder.slice(0, 256),
+    ...(history.adoptable ? { adoptable: adoptedSummary(history.adoptable) } : {}),
   };
+}
+
+function adoptedSummary({ from, files }: NonNullable<MigrationHistory['adoptable']>): NonNullable<MigrationHistoryStatus['adoptable']> {
+  return { from, count: files.length, firstVersion: files[0]!.version, lastVersion: files[files.length - 1]!.version };
+}
+
+/** What the reading counts as applied besides the history, for a message: "; 240 files (1 … 240) adopted from goose, …". */
+function adoptionText(pass: MigrationPass, history: MigrationHistoryStatus): string {
+  const adopted = history.adoptable;
+  if (adopted) {
+    return `; ${adopted.count} file(s) (${adopted.firstVersion} … ${adopted.lastVersion}) count as applied by ${adopted.from === 'baseline' ? 'the baseline' : adopted.from}, ` +
+      'recorded by the first approved Apply, never run';
+  }
+  return pass.m.spec.adoption && history.appliedCount > 0 ? '; spec.adoption is not read: the history already records migrations' : '';
 }
 
 /** Harvests a terminal History Job whose claim's inputs still hold. */
@@ -224,7 +239,8 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
   if (read.kind === 'wait') return endPass(read.why, read.ms);
   if (read.kind !== 'frame') return retryMigrationReading(pass, read.kind === 'none' ? read.why : 'the reading left no frame');
   const { result } = read;
-  if (result.error && isMigrationArtifactRefusal(result.error.code)) return recordRefusedArtifact(pass, claim, job, result.error);
+  if (result.error && isMigrationArtifactRefusal(result.error.code)) return recordRefusedReading(pass, claim, job, result.error, REFUSED_ARTIFACT);
+  if (result.error?.code === ADOPTION_REFUSED) return recordRefusedReading(pass, claim, job, result.error, REFUSED_ADOPTION);
   if (result.error || !result.migrationHistory || !result.targetIdentityDigest) {
     const why = result.error ? `${result.error.code}: ${result.error.message}` : 'the frame carries no history';
     pass.event('Warning', 'HistoryReadFailed', `History attempt ${claim.attempt} failed: ${why}`);
@@ -247,7 +263,7 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
   } else if (block) {
     report = { phase: 'Blocked', ...block };
   } else if (history.pending.length === 0) {
-    report = { phase: 'InSync', reason: 'HistoryMatched', message: `every migration of the artifact is applied (current version ${historyStatus.currentVersion || 'none'})` };
+    report = { phase: 'InSync', reason: 'HistoryMatched', message: `every migration of the artifact is applied (current version ${historyStatus.currentVersion || 'none'})${adoptionText(pass, historyStatus)}` };
   } else {
     try {
       const plan = migrationPlanFor(pass, historyStatus, history.pending)!;
@@ -255,7 +271,8 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
       const planned = plan.spec.migrations.map((m) => m.version);
       const rest = history.pending.length - planned.length;
       report = { phase: 'Planning', reason: 'PlanPublished', message: `plan ${planRef.name} applies ${versionsText(planned)}` +
-        (rest > 0 ? `, the first ${planned.length} of ${history.pending.length} pending; the other ${rest} are planned once these are applied` : '') };
+        (rest > 0 ? `, the first ${planned.length} of ${history.pending.length} pending; the other ${rest} are planned once these are applied` : '') +
+        adoptionText(pass, historyStatus) };
       if (pass.status.plan?.uid !== planRef.uid) pass.event('Normal', 'PlanPublished', report.message);
     } catch (e) {
       if (!(e instanceof PlanError)) throw e;
@@ -286,23 +303,46 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
   return endPass('history read');
 }
 
+/** How a refused reading is reported, and when it is read again. */
+interface RefusedKind {
+  reason: 'ArtifactRefused' | 'AdoptionRefused';
+  /** Whether it is read again at spec.interval, or only once the artifact, the spec or the binding changes. */
+  readAgainAtInterval: boolean;
+  event: (refused: RefusedReading, pass: MigrationPass) => string;
+}
+
 /**
- * The reading refused the artifact's own files as this spec reads them (their names, markers, directives): the same
- * artifact, spec and executor get the same answer, so the refusal is recorded and reported Blocked, and nothing is
- * read again until one of them changes (reconcileIdleMigration), where retrying would only run the same Job again.
+ * The artifact's own files as this spec reads them (their names, markers, directives): the same artifact, spec and
+ * executor get the same answer, so nothing is read again until one of them changes, where retrying would only run
+ * the same Job again.
  */
-async function recordRefusedArtifact(pass: MigrationPass, claim: ActiveOperation, job: V1Job, refusal: { code: string; message: string }): Promise<PassEnd> {
+const REFUSED_ARTIFACT: RefusedKind = {
+  reason: 'ArtifactRefused',
+  readAgainAtInterval: false,
+  event: (refused) => `refused artifact ${refused.artifactDigest}; it is not read again until the artifact or the spec changes: ${refused.message}`,
+};
+
+/** The other tool's history the adoption reads: a person mends it in the database, so it is read again at spec.interval. */
+const REFUSED_ADOPTION: RefusedKind = {
+  reason: 'AdoptionRefused',
+  readAgainAtInterval: true,
+  event: (refused, pass) => `refused the adoption (spec.adoption); it is read again in ${pass.m.spec.interval} or when the artifact or the spec changes: ${refused.message}`,
+};
+
+/** Records the reading's refusal and reports it Blocked (reconcileIdleMigration holds it until it is read again). */
+async function recordRefusedReading(pass: MigrationPass, claim: ActiveOperation, job: V1Job, refusal: { code: string; message: string }, kind: RefusedKind): Promise<PassEnd> {
   const refused = refusedReadingOf(pass, claim, refusal);
-  if (!refused) return retryMigrationReading(pass, `the artifact was refused, but the reading pins no artifact: ${refusal.message}`);
+  if (!refused) return retryMigrationReading(pass, `the reading was refused, but it pins no artifact: ${refusal.message}`);
   await retireMigrationClaim(pass, {
     disposition: 'accounted',
-    why: 'ArtifactRefused',
+    why: kind.reason,
     job,
     record: (status) => {
       status.refusedReading = refused;
+      if (kind.readAgainAtInterval) status.nextReconciliationTime = new Date(pass.now().getTime() + parseDuration(pass.m.spec.interval)).toISOString();
     },
-    report: { phase: 'Blocked', reason: 'ArtifactRefused', message: refusalMessage(refused) },
+    report: { phase: 'Blocked', reason: kind.reason, message: refusalMessage(refused) },
   });
-  pass.event('Warning', 'ArtifactRefused', `History attempt ${claim.attempt} refused artifact ${refused.artifactDigest}; it is not read again until the artifact or the spec changes: ${refused.message}`);
-  return endPass('artifact refused by the reading');
+  pass.event('Warning', kind.reason, `History attempt ${claim.attempt} ${kind.event(refused, pass)}`);
+  return endPass(`${kind.reason} by the reading`);
 }

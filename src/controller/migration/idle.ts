@@ -4,6 +4,7 @@
 // reading with a current plan claim the Apply the policy allows. An unresolved run stops everything but readings and
 // acknowledgments.
 import { parseDuration } from '../../shared/api/duration.js';
+import { ADOPTION_REFUSED } from '../../shared/executor-report.js';
 import { settleUnresolvedRunByAcknowledgment } from './acknowledgment.js';
 import { findMigrationApproval } from './approval.js';
 import { resolveArtifact, samePin } from '../artifact.js';
@@ -70,10 +71,15 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
     return endPass('artifact pinned');
   }
 
-  // A refused artifact is read again only once the artifact, the spec or the binding changed (refused-reading.ts).
+  // A refused artifact is read again only once the artifact, the spec or the binding changed (refused-reading.ts); a
+  // refused adoption also at its next reading time, since a person mends the other tool's history in the database.
   const refused = pass.status.refusedReading;
   if (refusalStands(refused, { artifactDigest: pass.status.artifact?.digest, generation: pass.generation, executionBindingID: pass.status.executionBinding?.epoch })) {
-    return report(pass, { phase: 'Blocked', reason: 'ArtifactRefused', message: refusalMessage(refused) }, 'the artifact is refused', intervalMs);
+    if (refused.code !== ADOPTION_REFUSED) {
+      return report(pass, { phase: 'Blocked', reason: 'ArtifactRefused', message: refusalMessage(refused) }, 'the artifact is refused', intervalMs);
+    }
+    const refusedUntil = until(pass, pass.status.nextReconciliationTime, 0);
+    if (refusedUntil > 0) return report(pass, { phase: 'Blocked', reason: 'AdoptionRefused', message: refusalMessage(refused) }, 'the adoption is refused', refusedUntil);
   }
   if (!readingIsFresh(pass)) return claimMigrationHistory(pass);
   const nextReading = until(pass, pass.status.nextReconciliationTime, intervalMs);

@@ -8,20 +8,25 @@ import { API_VERSION, KINDS, LABELS } from '../../shared/api/names.js';
 import type { ObjectRef } from '../../shared/api/shapes.js';
 import { canonicalJson, digest } from '../../shared/canonical.js';
 import { DEFAULT_MIGRATION_FORMAT } from '../../shared/migration-format.js';
+import { adoptionEnvValue } from '../../shared/migration-adoption.js';
 import { isAlreadyExists } from '../../shared/kube-client.js';
 import type { MigrationPass } from './context.js';
 
 const NAME_PREFIX = 'ptah-mplan-';
 
 /**
- * Digest of the policy a plan is bound to: whether and how it may run, and how the artifact is read (its format
- * decides the up SQL and the transactions). The default format is left out, so plans published before formats
- * existed keep their fingerprints.
+ * Digest of the policy a plan is bound to: whether and how it may run, how the artifact is read (its format
+ * decides the up SQL and the transactions) and what it adopts. The default format and no adoption are left out, so
+ * plans published before either existed keep their fingerprints.
  */
 export function migrationPolicyFingerprint(m: PtahMigration): string {
   const { apply, lockTimeout } = m.spec.policy;
-  const format = m.spec.artifact.format;
-  return digest({ version: 1, apply, lockTimeout, ...(format === DEFAULT_MIGRATION_FORMAT ? {} : { format }) });
+  const { artifact: { format }, adoption } = m.spec;
+  return digest({
+    version: 1, apply, lockTimeout,
+    ...(format === DEFAULT_MIGRATION_FORMAT ? {} : { format }),
+    ...(adoption ? { adoption: adoptionEnvValue(adoption) } : {}),
+  });
 }
 
 /** The highest applied version, or "" when nothing is applied. */
@@ -56,6 +61,7 @@ function bindingsNow(pass: MigrationPass, history = pass.status.history): Omit<P
     migrationRef: { name: pass.name, uid: pass.uid },
     historyFingerprint: history.fingerprint,
     currentVersion: history.currentVersion,
+    ...(history.adoptable ? { adopted: history.adoptable } : {}),
     artifactDigest: artifact.digest,
     coordinationDigest: pass.realm(),
     targetIdentityDigest: history.targetIdentityDigest,

@@ -6,13 +6,12 @@ import {
   DEFAULT_HISTORY_TABLES, adoptionProblem, type HistoryTool, type MigrationAdoption,
 } from '../../shared/migration-adoption.js';
 import { quoteIdent, type Db } from '../db.js';
+import { ADOPTION_REFUSED } from '../../shared/executor-report.js';
 import { ExecutorFailure } from '../failure.js';
 import { listed, type MigrationSource } from './files.js';
 import { flywayIntegerVersion } from './formats/flyway.js';
 
-export { flywayChecksum } from './formats/flyway.js';
-
-const refusal = (message: string) => new ExecutorFailure('adoption_refused', message);
+const refusal = (message: string) => new ExecutorFailure(ADOPTION_REFUSED, message);
 
 /** The artifact's files the adoption counts as applied, in version order; throws ExecutorFailure('adoption_refused', …) */
 export async function readAdoptable(client: Db, adoption: MigrationAdoption, sources: readonly MigrationSource[]): Promise<MigrationSource[]> {
@@ -32,7 +31,6 @@ interface HistoryTable {
 }
 
 type HistoryReader = (client: Db, table: HistoryTable, sources: readonly MigrationSource[]) => Promise<MigrationSource[]>;
-
 
 const atOrBelow = (sources: readonly MigrationSource[], head: bigint) => sources.filter((s) => s.order <= head);
 

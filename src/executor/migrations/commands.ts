@@ -9,24 +9,27 @@ import type {
 import { EXECUTOR_ENV } from '../../shared/runner-env.js';
 import { HISTORY_TABLE, ensureBookkeeping } from '../bookkeeping.js';
 import { connect, describeSqlError, disconnect, failureCode, isStatementError, sqlErrorLine, withReadOnlySnapshot, type Db } from '../db.js';
-import { lockTimeoutMs, migrationFormat, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
+import { lockTimeoutMs, migrationAdoption, migrationFormat, requireDigestEnv, requireEnv, requireOperationId, type Env } from '../env.js';
 import { ExecutorFailure, errorMessage } from '../failure.js';
 import { connectTarget, type CommandContext } from '../physical-identity.js';
 import { splitSqlStatements, type SplitOptions } from '../sql-split.js';
 import { acquireWriterLocks, connectWriter } from '../writer-lock.js';
 import { assertRunnable, readMigrationSources, type MigrationSource } from './files.js';
-import { computeHistory, orderOf, pendingSources, readHistoryRows, toMigrationFile } from './history.js';
+import { computeHistory, orderOf, pendingSources, readApplied, toMigrationFile, type Adopted } from './history.js';
+import type { MigrationAdoption } from '../../shared/migration-adoption.js';
 
 type ApprovedStep = { version: string; checksum: string };
 
 export async function migrationHistory(env: Env, context: CommandContext): Promise<MigrationHistoryReport> {
   const sources = readMigrationSources(requireEnv(env, 'artifactDir'), migrationFormat(env));
+  const adoption = migrationAdoption(env);
   const client = await connectTarget(requireEnv(env, 'dbUrl'), context);
   try {
-    const { rows, lexing } = await withReadOnlySnapshot(client, async () => ({ rows: await readHistoryRows(client), lexing: await sessionLexing(client) }));
+    const { applied, lexing } = await withReadOnlySnapshot(client, async () =>
+      ({ applied: await readApplied(client, sources, adoption), lexing: await sessionLexing(client) }));
     // Pending files are judged before anyone approves them; applied files are history, judged when they ran.
-    for (const source of pendingSources(sources, rows)) assertRunnable(source, lexing);
-    return { command: 'migration-history', history: computeHistory(sources, rows) };
+    for (const source of pendingSources(sources, applied)) assertRunnable(source, lexing);
+    return { command: 'migration-history', history: computeHistory(sources, applied) };
   } finally {
     await disconnect(client);
   }
@@ -62,6 +65,7 @@ function applyRun(env: Env, planned: ApprovedStep[], report: Reporter): ApplyRun
     expectedFingerprint: requireDigestEnv(env, 'expectedHistoryFingerprint'),
     timeoutMs: lockTimeoutMs(env),
     sources: readMigrationSources(requireEnv(env, 'artifactDir'), migrationFormat(env)),
+    adoption: migrationAdoption(env),
     planned,
     report,
   };
@@ -76,6 +80,7 @@ interface ApplyRun {
   expectedFingerprint: string;
   timeoutMs: number;
   sources: MigrationSource[];
+  adoption: MigrationAdoption | undefined;
   planned: ApprovedStep[];
   report: Reporter;
 }
@@ -143,9 +148,10 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
   try {
     const lock = await acquireWriterLocks(client, run.coordinationDigest, run.timeoutMs);
     try {
-      const rows = await readHistoryRows(client);
-      const pending = pendingSources(sources, rows);
-      refuseUnlessApproved(computeHistory(sources, rows), pending, run);
+      const recorded = await readApplied(client, sources, run.adoption);
+      const pending = pendingSources(sources, recorded);
+      // The fingerprint covers the adopted files, so an adoption that moved since the approval is refused here.
+      refuseUnlessApproved(computeHistory(sources, recorded), pending, run);
       if (pending.length === 0) return report('up-to-date', []);
       const approved = pending.slice(0, run.planned.length);
       // migration-history refused these already; an approval must never make an unrunnable file run.
@@ -156,11 +162,13 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
       const cancel = cancelBackend(run.dbUrl, backend!.pid);
       const applied: MigrationFile[] = [];
       for (const source of approved) {
+        // The adoption is recorded with the first file, so the two commit or roll back together.
+        const adopt = applied.length === 0 ? recorded.adopted : undefined;
         const result = stop.requested
           ? { kind: 'not-applied' as const, error: new ExecutorFailure('stop_requested', `stopped on request before migration ${source.fileName} started`) }
           : source.transactional
-            ? await applyInOneTransaction(client, source, operationId, (work) => stop.cancellable(cancel, work))
-            : await applyStatementByStatement(client, source, operationId, lexing);
+            ? await applyInOneTransaction(client, source, { operationId, adopt }, (work) => stop.cancellable(cancel, work))
+            : await applyStatementByStatement(client, source, { operationId, adopt }, lexing);
         if (result.kind === 'committed') {
           applied.push(toMigrationFile(source));
           continue;
@@ -275,13 +283,30 @@ type FileResult =
   /** Part of the file, or its history row, may be committed. */
   | { kind: 'uncertain'; error: ExecutorFailure };
 
+/** Who records a file: the run's operation, and with the run's first file, the adoption it was approved with. */
+interface Recording {
+  operationId: string;
+  adopt: Adopted | undefined;
+}
+
+/** Records the adopted files as applied by `operationId`, without running them; inside the first file's transaction. */
+async function recordAdoption(client: Db, { operationId, adopt }: Recording): Promise<void> {
+  if (!adopt) return;
+  await client.query(`INSERT INTO ${HISTORY_TABLE} (version, version_order, name, checksum, transactional, operation_id, started_at, finished_at, dirty, adopted_from)
+    SELECT a.version, a.version::numeric, a.name, a.checksum, a.transactional, $2, now(), now(), false, $3
+    FROM jsonb_to_recordset($1::jsonb) AS a(version text, name text, checksum text, transactional boolean) ORDER BY a.version::numeric`,
+  [JSON.stringify(adopt.sources.map(({ version, name, checksum, transactional }) => ({ version, name, checksum, transactional }))), operationId, adopt.from]);
+}
+
 /** `cancellable` runs the file's own SQL so that a stop request may cancel it (StopRequest). */
-async function applyInOneTransaction(client: Db, source: MigrationSource, operationId: string, cancellable: <T>(work: () => Promise<T>) => Promise<T>): Promise<FileResult> {
+async function applyInOneTransaction(client: Db, source: MigrationSource, recording: Recording, cancellable: <T>(work: () => Promise<T>) => Promise<T>): Promise<FileResult> {
+  const { operationId } = recording;
   try {
     await client.query(RESET_SESSION);
     await client.query('BEGIN');
     // The bookkeeping tables are created in the first file's transaction, so a run that fails changes nothing.
     await ensureBookkeeping(client);
+    await recordAdoption(client, recording);
     await cancellable(() => client.query(source.sql));
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
@@ -314,11 +339,13 @@ async function applyInOneTransaction(client: Db, source: MigrationSource, operat
  * then the row is marked finished. A failure of the first statement leaves nothing behind, so the row is removed;
  * any later failure leaves the row dirty for a person to resolve.
  */
-async function applyStatementByStatement(client: Db, source: MigrationSource, operationId: string, lexing: SplitOptions): Promise<FileResult> {
+async function applyStatementByStatement(client: Db, source: MigrationSource, recording: Recording, lexing: SplitOptions): Promise<FileResult> {
+  const { operationId } = recording;
   try {
     await client.query(RESET_SESSION);
     await inTransaction(client, async () => {
       await ensureBookkeeping(client);
+      await recordAdoption(client, recording);
       await client.query(`INSERT INTO ${HISTORY_TABLE} (version, version_order, name, checksum, transactional, operation_id, started_at, finished_at, dirty)
         VALUES ($1::text, $1::text::numeric, $2, $3, false, $4, clock_timestamp(), NULL, true)`, [source.version, source.name, source.checksum, operationId]);
     });
@@ -333,7 +360,7 @@ async function applyStatementByStatement(client: Db, source: MigrationSource, op
     } catch (err) {
       const where = `migration ${source.fileName} (no-transaction) failed at statement ${i + 1} of ${statements.length}, ` +
         `line ${statement.line - 1 + (sqlErrorLine(err, statement.text) ?? 1)}: ${errorMessage(err)}`;
-      if (i === 0 && isStatementError(err) && (await removeStartMarker(client, source))) {
+      if (i === 0 && isStatementError(err) && (await removeStartMarker(client, source, recording))) {
         return { kind: 'not-applied', error: new ExecutorFailure('migration_failed', `${where}; nothing of it ran`) };
       }
       return {
@@ -351,9 +378,13 @@ async function applyStatementByStatement(client: Db, source: MigrationSource, op
   }
 }
 
-async function removeStartMarker(client: Db, source: MigrationSource): Promise<boolean> {
+/** Removes the start marker, and the adoption recorded with it, so that nothing of the run is left. */
+async function removeStartMarker(client: Db, source: MigrationSource, { operationId, adopt }: Recording): Promise<boolean> {
   try {
-    await client.query(`DELETE FROM ${HISTORY_TABLE} WHERE version_order = $1::numeric AND dirty`, [source.version]);
+    await inTransaction(client, async () => {
+      await client.query(`DELETE FROM ${HISTORY_TABLE} WHERE version_order = $1::numeric AND dirty`, [source.version]);
+      if (adopt) await client.query(`DELETE FROM ${HISTORY_TABLE} WHERE operation_id = $1 AND adopted_from IS NOT NULL`, [operationId]);
+    });
     return true;
   } catch {
     return false;

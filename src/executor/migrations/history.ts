@@ -1,10 +1,34 @@
 // The applied history (rows of ptah_migrations.history) held against the artifact's files: what is applied,
-// pending, dirty, modified, out of order or missing, and a fingerprint that moves whenever the history does.
+// pending, dirty, modified, out of order or missing, and a fingerprint that moves whenever the history does. While
+// nothing is recorded, a declared adoption (spec.adoption) counts the files another tool applied as applied: they
+// are never pending, and the fingerprint covers them, so an approval binds exactly the adoption it was shown.
 import { digest } from '../../shared/canonical.js';
 import type { AppliedMigration, MigrationFile, MigrationHistory } from '../../shared/executor-report.js';
+import type { AdoptionSource, MigrationAdoption } from '../../shared/migration-adoption.js';
 import { HISTORY_TABLE, bookkeepingTableExists } from '../bookkeeping.js';
 import type { Db } from '../db.js';
+import { readAdoptable } from './adoption.js';
 import type { MigrationSource } from './files.js';
+
+/** Files an adoption counts as applied, not yet recorded. */
+export interface Adopted {
+  from: AdoptionSource;
+  sources: MigrationSource[];
+}
+
+/** What the database says is applied: its recorded rows, and the adoption read while there are none. */
+export interface Applied {
+  rows: HistoryRow[];
+  adopted?: Adopted;
+}
+
+/** The recorded rows, and, when there are none and the resource declares an adoption, the files it adopts. */
+export async function readApplied(client: Db, sources: readonly MigrationSource[], adoption: MigrationAdoption | undefined): Promise<Applied> {
+  const rows = await readHistoryRows(client);
+  if (rows.length > 0 || adoption === undefined) return { rows };
+  const adopted = await readAdoptable(client, adoption, sources);
+  return adopted.length > 0 ? { rows, adopted: { from: adoption.from, sources: adopted } } : { rows };
+}
 
 export interface HistoryRow {
   version: string;
@@ -33,26 +57,30 @@ export async function readHistoryRows(client: Db): Promise<HistoryRow[]> {
   }));
 }
 
-export function historyFingerprint(rows: readonly HistoryRow[]): string {
-  return digest({ formatVersion: 1, rows: rows.map((r) => ({ version: r.version, checksum: r.checksum, dirty: r.dirty })) });
+/** Moves whenever the rows or the adopted files do; without an adoption, the fingerprint readings always had. */
+export function historyFingerprint({ rows, adopted }: Applied): string {
+  return digest({
+    formatVersion: 1,
+    rows: rows.map((r) => ({ version: r.version, checksum: r.checksum, dirty: r.dirty })),
+    ...(adopted ? { adopted: { from: adopted.from, files: adopted.sources.map((s) => ({ version: s.version, checksum: s.checksum })) } } : {}),
+  });
 }
 
 /** A version's numeric order as a key: `001` and `1` are one version. */
 export const orderOf = (version: string) => BigInt(version).toString();
 
-/** Files whose version has no history row, in version order. */
-export function pendingSources(sources: readonly MigrationSource[], rows: readonly HistoryRow[]): MigrationSource[] {
-  const recorded = new Set(rows.map((r) => orderOf(r.version)));
-  return sources.filter((s) => !recorded.has(orderOf(s.version)));
+/** Files whose version has no history row and no adoption, in version order. */
+export function pendingSources(sources: readonly MigrationSource[], { rows, adopted }: Applied): MigrationSource[] {
+  const applied = new Set([...rows.map((r) => orderOf(r.version)), ...(adopted?.sources ?? []).map((s) => orderOf(s.version))]);
+  return sources.filter((s) => !applied.has(orderOf(s.version)));
 }
 
-export function computeHistory(sources: readonly MigrationSource[], rows: readonly HistoryRow[]): MigrationHistory {
+export function computeHistory(sources: readonly MigrationSource[], applied: Applied): MigrationHistory {
+  const { rows, adopted } = applied;
   const byVersion = new Map(sources.map((s) => [orderOf(s.version), s]));
-  const pending = pendingSources(sources, rows);
-  const highestApplied = rows.reduce<bigint | undefined>((max, r) => {
-    const v = BigInt(r.version);
-    return max === undefined || v > max ? v : max;
-  }, undefined);
+  const pending = pendingSources(sources, applied);
+  const highestApplied = [...rows.map((r) => BigInt(r.version)), ...(adopted?.sources ?? []).map((s) => s.order)]
+    .reduce<bigint | undefined>((max, v) => (max === undefined || v > max ? v : max), undefined);
   return {
     applied: rows.map((r): AppliedMigration => ({
       version: r.version,
@@ -69,7 +97,8 @@ export function computeHistory(sources: readonly MigrationSource[], rows: readon
     }).map((r) => r.version),
     outOfOrder: highestApplied === undefined ? [] : pending.filter((s) => s.order < highestApplied).map((s) => s.version),
     missing: rows.filter((r) => !byVersion.has(orderOf(r.version))).map((r) => r.version),
-    fingerprint: historyFingerprint(rows),
+    fingerprint: historyFingerprint(applied),
+    ...(adopted ? { adoptable: { from: adopted.from, files: adopted.sources.map(toMigrationFile) } } : {}),
   };
 }
 

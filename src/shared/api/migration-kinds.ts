@@ -1,6 +1,7 @@
 // The versioned family: PtahMigration, its immutable plans (versions and checksums, no SQL), the approvals
 // that authorize an Apply, and the acknowledgments by which a person settles a run nobody could account for.
 import { DEFAULT_MIGRATION_FORMAT, MIGRATION_FORMATS } from '../migration-format.js';
+import { ADOPTION_SOURCES, BASELINE_VERSION_PATTERN, HISTORY_TABLE_PATTERN } from '../migration-adoption.js';
 import { acknowledgmentKind } from './acknowledgment-kind.js';
 import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
@@ -74,10 +75,41 @@ const migrationArtifactSource = object(
   { description: ARTIFACT_SOURCE_DESCRIPTION },
 );
 
+const migrationAdoption = object(
+  {
+    from: oneOf(ADOPTION_SOURCES, {
+      description: 'The tool whose history table names the files already applied (golang-migrate, goose, dbmate, flyway), or baseline: ' +
+        'every file at or below baselineVersion.',
+    }),
+    table: optional(string({ maxLength: 127, pattern: HISTORY_TABLE_PATTERN, description: 'The tool’s history table, table or schema.table; default the tool’s own name.' })),
+    baselineVersion: optional(string({ maxLength: 30, pattern: BASELINE_VERSION_PATTERN, description: 'from: baseline only.' })),
+  },
+  {
+    description: 'Adopt a database another tool migrated: while the history records nothing, the files this names count as applied. ' +
+      'The plan shows them; the approved Apply records them without running them (docs/executor.md).',
+    rules: [{
+      rule: 'self.from == \'baseline\' ? has(self.baselineVersion) && !has(self.table) : !has(self.baselineVersion)',
+      message: 'from: baseline needs baselineVersion and reads no table; a history tool takes no baselineVersion',
+    }],
+  },
+);
+
+/** What an adoption counts as applied, for a person to read: how many files, from where, and their range. */
+const adoptedFiles = object(
+  {
+    from: oneOf(ADOPTION_SOURCES),
+    count: count(),
+    firstVersion: migrationVersion(),
+    lastVersion: migrationVersion(),
+  },
+  { description: 'Files spec.adoption counts as applied, not yet recorded; the history fingerprint binds exactly which.' },
+);
+
 export const ptahMigrationSpec = object(
   {
     target: databaseTarget,
     artifact: migrationArtifactSource,
+    adoption: optional(migrationAdoption),
     policy: withDefault(migrationPolicy, {}),
     interval: interval(),
     execution: withDefault(executionSpec, {}),
@@ -100,6 +132,7 @@ export const migrationHistoryStatus = object(
     dirty: boolean({ description: 'A recorded run started and did not finish.' }),
     modifiedVersions: versionList(),
     outOfOrderVersions: versionList(),
+    adoptable: optional(adoptedFiles),
   },
   { description: 'The last History reading.' },
 );
@@ -203,6 +236,7 @@ export const ptahMigrationPlanSpec = object({
   migrations: array(plannedMigration, { minItems: 1, maxItems: MAX_PLANNED_MIGRATIONS, description: 'Execution order.' }),
   historyFingerprint: sha256('The reading the plan was computed from.'),
   currentVersion: currentVersion(),
+  adopted: optional(adoptedFiles),
   artifactDigest: sha256(),
   coordinationDigest: sha256(),
   targetIdentityDigest: sha256(),
