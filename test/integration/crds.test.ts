@@ -3,6 +3,7 @@
 // kinds refuse spec edits, and the RBAC, Deployment, webhook and status-write policy manifests are accepted. The
 // status-write policy is also proven in force, on a copy scoped to one test namespace (the real one is
 // cluster-wide and would govern every test file running beside this one).
+import { HISTORY_TABLE_PATTERN } from '../../src/shared/migration-adoption.js';
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -144,6 +145,22 @@ t.test('the API server refuses bad PtahMigrations with the CRD\'s own messages a
       message: invalid('unknown-format', 'spec.artifact.format: Unsupported value: "liquibase": supported values: "ptah", "golang-migrate", "goose", "dbmate", "flyway"'),
     },
     {
+      name: 'baseline-no-version', what: 'a baseline adoption without its version', spec: { adoption: { from: 'baseline' } },
+      message: invalid('baseline-no-version', 'spec.adoption: Invalid value: from: baseline needs baselineVersion and reads no table; a history tool takes no baselineVersion'),
+    },
+    {
+      name: 'tool-with-baseline', what: 'a history tool given a baseline version', spec: { adoption: { from: 'goose', baselineVersion: '3' } },
+      message: invalid('tool-with-baseline', 'spec.adoption: Invalid value: from: baseline needs baselineVersion and reads no table; a history tool takes no baselineVersion'),
+    },
+    {
+      name: 'adoption-table-injection', what: 'an adoption table that is not an identifier', spec: { adoption: { from: 'flyway', table: 'x; DROP TABLE y' } },
+      message: invalid('adoption-table-injection', `spec.adoption.table: Invalid value: "x; DROP TABLE y": spec.adoption.table in body should match '${HISTORY_TABLE_PATTERN}'`),
+    },
+    {
+      name: 'adoption-unknown-tool', what: 'an adoption from a tool no reader reads', spec: { adoption: { from: 'liquibase' } },
+      message: invalid('adoption-unknown-tool', 'spec.adoption.from: Unsupported value: "liquibase": supported values: "golang-migrate", "goose", "dbmate", "flyway", "baseline"'),
+    },
+    {
       name: 'lock-outlives-job', what: 'a lock timeout longer than the Job deadline', spec: { policy: { lockTimeout: '10m' }, execution: { activeDeadlineSeconds: 60 } },
       message: invalid('lock-outlives-job', 'spec: Invalid value: policy.lockTimeout must not exceed execution.activeDeadlineSeconds'),
     },
@@ -162,6 +179,8 @@ t.test('the API server refuses bad PtahMigrations with the CRD\'s own messages a
     { name: 'secret-key', what: 'a Secret key with dots and dashes', spec: { target: { ...TARGET, urlFrom: { name: 'orders-db', key: 'url.primary-1' } } } },
     { name: 'apply-always', what: 'policy.apply Always', spec: { policy: { apply: 'Always' } } },
     { name: 'goose-format', what: 'a goose directory', spec: { artifact: { ...ARTIFACT_SOURCE, format: 'goose' } } },
+    { name: 'adopt-baseline', what: 'a baseline adoption', spec: { adoption: { from: 'baseline', baselineVersion: '240' } } },
+    { name: 'adopt-goose-table', what: 'a goose adoption of a schema-qualified table', spec: { adoption: { from: 'goose', table: 'ops.goose_db_version' } } },
     { name: 'lock-within-job', what: 'a lock timeout equal to the Job deadline', spec: { policy: { lockTimeout: '60s' }, execution: { activeDeadlineSeconds: 60 } } },
   ];
   for (const row of accepted) {

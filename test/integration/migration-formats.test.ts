@@ -1,13 +1,13 @@
 // PtahMigrations whose artifacts are other tools' directories (spec.artifact.format), on the real control plane
 // with the real runner, executor and PostgreSQL: each converges with one Apply, records each file once, runs no
 // down section, and builds what psql builds from the up SQL (migration-format-fixtures.ts).
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { MigrationFormat } from '../../src/shared/migration-format.js';
 import { catalogFacts } from './executor-helpers.js';
-import { LAYOUTS, STEPS, recorded, witness } from './migration-format-fixtures.js';
+import { LAYOUTS, STEPS, TOOL_HISTORY, adoptedWitness, psqlRuns, recorded, witness } from './migration-format-fixtures.js';
 import { jobsOf, migrationWorld, type MigrationWorld } from './migration-world.js';
 
 const POLICY = 'formats-policy';
@@ -75,4 +75,71 @@ t.test('a directory read in the format the resource does not declare is refused 
     (m.status?.phase === 'InSync' && m.status.lastRun?.outcome === 'Applied' ? m : undefined));
   t.notOk(done.status?.refusedReading, 'the refusal record is gone with the reading that succeeded');
   t.same((await w.history(db)).map((r) => BigInt(r.version).toString()), STEPS.map((s) => recorded('goose', s)), 'each file once');
+});
+
+/** A world whose database holds what goose built from the first two files (its table is the test's to write), and the goose artifact of every file. */
+async function migratedByGoose(t: Test, prefix: string) {
+  const w = await migrationWorld(t);
+  await w.startController();
+  const db = await w.database(prefix);
+  const secret = await w.installSample(db);
+  await installFormatsPolicy(w);
+  const files = LAYOUTS.goose(STEPS);
+  await w.artifact('orders-goose', files);
+  const ranByGoose = STEPS.slice(0, 2);
+  await psqlRuns(t, db.url, ranByGoose);
+  return { w, db, secret, files, ranByGoose };
+}
+
+t.test('a database goose migrated is adopted: the first plan lists only the files after its head, and the approved Apply runs only those', async (t) => {
+  const { w, db, secret, files, ranByGoose } = await migratedByGoose(t, 'fmt_adopt');
+  await w.sql(db, TOOL_HISTORY.goose(ranByGoose, files));
+  await w.createMigration({ name: 'orders', artifact: 'orders-goose', secret, apply: 'OnApproval', format: 'goose', verificationPolicy: POLICY, adoption: { from: 'goose' } });
+
+  const awaiting = await w.waitFor('orders', 'a plan awaiting approval', (m) => (m.status?.phase === 'AwaitingApproval' ? m : undefined));
+  const plan = await w.plan('orders');
+  t.same(plan.spec.migrations.map((m) => BigInt(m.version).toString()), STEPS.slice(2).map((s) => recorded('goose', s)), 'the plan lists only the files after goose\'s head');
+  t.same(plan.spec.adopted, { from: 'goose', count: 2, firstVersion: '00001', lastVersion: '00002' }, 'and shows what it adopts');
+  t.same(awaiting.status?.history?.adoptable, plan.spec.adopted, 'as the reading does');
+  const published = awaiting.status?.conditions?.find((c) => c.type === 'Ready');
+  t.match(published?.message, /plan ptah-mplan-\S+ applies 00003, 00010 and records 2 file\(s\) \(00001 … 00002\) as applied by goose, without running them; create a PtahMigrationApproval/,
+    'the resource says what the approval would allow, the adoption too');
+  t.same(await w.history(db), [], 'nothing is recorded before the approval');
+
+  await w.approve('orders');
+  const done = await w.waitFor('orders', 'applied and in sync', (m) => (m.status?.phase === 'InSync' && m.status.lastRun?.outcome === 'Applied' ? m : undefined));
+  t.same(done.status?.lastRun?.appliedVersions?.map((v) => BigInt(v).toString()), STEPS.slice(2).map((s) => recorded('goose', s)), 'the run applied only the pending files');
+  const rows = await w.sql<{ version: string; adopted_from: string | null; operation_id: string }>(db,
+    'SELECT version_order::text AS version, adopted_from, operation_id FROM ptah_migrations.history ORDER BY version_order');
+  t.same(rows.map((r) => [r.version, r.adopted_from]), STEPS.map((s, i) => [recorded('goose', s), i < 2 ? 'goose' : null]), 'each version once, the first two adopted');
+  t.equal(new Set(rows.map((r) => r.operation_id)).size, 1, 'all recorded by the one approved Apply');
+  t.same(await w.sql(db, 'SELECT email FROM users ORDER BY id'), [{ email: 'a@example.org' }, { email: 'semi;colon@example.org' }], 'the data file goose ran did not run again');
+  t.same(await catalogFacts(db.url), await catalogFacts((await adoptedWitness(t, 'goose', ranByGoose, files)).url), 'the database equals psql\'s build of every up section');
+  t.equal(done.status?.history?.adoptable, undefined, 'the reading after the run adopts nothing more: the history records it all');
+});
+
+t.test('a refused adoption is Blocked/AdoptionRefused, read again at spec.interval rather than every retry, and plans once the database is mended', async (t) => {
+  const { w, db, secret, files, ranByGoose } = await migratedByGoose(t, 'fmt_adopt_refused');
+  await w.createMigration({
+    name: 'orders', artifact: 'orders-goose', secret, apply: 'OnApproval', format: 'goose', verificationPolicy: POLICY, adoption: { from: 'goose' },
+    interval: '20s', failureRetryInterval: '5s',
+  });
+  const refused = await w.waitFor('orders', 'the adoption refused', (m) => (m.status?.refusedReading ? m : undefined));
+  const ready = refused.status?.conditions?.find((c) => c.type === 'Ready');
+  t.equal(refused.status?.phase, 'Blocked');
+  t.equal(ready?.reason, 'AdoptionRefused', 'with its own reason');
+  t.match(ready?.message, /^adoption_refused: no table goose_db_version/, 'naming the table it looked for');
+  t.notOk(refused.status?.plan, 'no plan is published');
+
+  // Two retry intervals later, well inside spec.interval: no second reading.
+  await new Promise((resolve) => setTimeout(resolve, 11_000));
+  t.equal(jobsOf(w, 'history', 'orders').length, 1, 'the refusal is not retried every failureRetryInterval');
+  t.same(await w.history(db), [], 'nothing was recorded');
+
+  // A person writes goose's table as goose left it; the next reading (at spec.interval) adopts it.
+  await w.sql(db, TOOL_HISTORY.goose(ranByGoose, files));
+  const awaiting = await w.waitFor('orders', 'a plan once the table exists', (m) => (m.status?.phase === 'AwaitingApproval' ? m : undefined));
+  t.notOk(awaiting.status?.refusedReading, 'the refusal record is gone with the reading that succeeded');
+  t.same(awaiting.status?.history?.adoptable, { from: 'goose', count: 2, firstVersion: '00001', lastVersion: '00002' }, 'and the reading adopts what goose ran');
+  t.equal(jobsOf(w, 'history', 'orders').length, 2, 'after exactly one more reading');
 });

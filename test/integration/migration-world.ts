@@ -4,6 +4,7 @@
 // PostgreSQL database; and a record of every Job ever created in the namespace. Jobs run the real runner and
 // executor through the fake kubelet.
 import type { MigrationFormat } from '../../src/shared/migration-format.js';
+import type { MigrationAdoption } from '../../src/shared/migration-adoption.js';
 import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
 import type { V1ConfigMap, V1Job, V1Lease, V1Secret } from '@kubernetes/client-node';
@@ -104,6 +105,10 @@ export interface CreateMigration {
   format?: MigrationFormat;
   /** The verification policy ConfigMap (same key as the sample's); the sample's when absent. */
   verificationPolicy?: string;
+  /** spec.adoption. */
+  adoption?: MigrationAdoption;
+  /** spec.interval; the sample's when absent. */
+  interval?: string;
 }
 
 export interface WorldOptions {
@@ -209,6 +214,8 @@ export async function migrationWorld(t: Test, options: WorldOptions = {}): Promi
       if (options.failureRetryInterval) sample.spec.execution = { ...sample.spec.execution, failureRetryInterval: options.failureRetryInterval };
       if (options.format) sample.spec.artifact.format = options.format;
       if (options.verificationPolicy) sample.spec.artifact.verificationPolicyRef.name = options.verificationPolicy;
+      if (options.adoption) sample.spec.adoption = options.adoption;
+      if (options.interval) sample.spec.interval = options.interval;
       return admin.create(sample);
     },
     async plan(name) {

@@ -14,7 +14,7 @@ import { migrationInputFingerprint } from './fingerprint.js';
 import { countJobOutcome } from '../operator-metrics.js';
 import { giveJobCleanupTtl } from '../release.js';
 import { unresolvedMessage } from './unresolved.js';
-import { versionsText } from './plan.js';
+import { planText } from './plan.js';
 import { writeMigrationStatus, type Report } from './status.js';
 
 class ClaimRefused extends Error {
@@ -85,7 +85,7 @@ export async function claimMigrationApply(pass: MigrationPass, plan: PtahMigrati
     planRef,
     ...(approval ? { approvalRef: { name: approval.metadata.name!, uid: approval.metadata.uid! } } : {}),
   };
-  const versions = versionsText(plan.spec.migrations.map((m) => m.version));
+  const versions = planText(plan);
   const by = approval ? ` approved by ${approval.spec.approver?.username ?? 'unknown'}` : ' (policy Always)';
   const end = await writeClaim(pass, claim, { phase: 'Applying', reason: 'Applying', message: `applying plan ${planRef.name} (${versions})${by}` });
   pass.event('Normal', 'ApplyClaimed', `claimed operation ${claim.id} to apply plan ${planRef.name} (${versions})${by}`, 'Claim');

@@ -10,7 +10,7 @@ import { findMigrationApproval } from './approval.js';
 import { resolveArtifact, samePin } from '../artifact.js';
 import { claimMigrationApply, claimMigrationHistory } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
-import { currentMigrationPlan, versionsText } from './plan.js';
+import { currentMigrationPlan, planText } from './plan.js';
 import { idlePreamble } from '../idle.js';
 import { refusalMessage, refusalStands } from '../refused-reading.js';
 import { holdForRealm, realmCensus } from '../realm-census.js';
@@ -98,7 +98,7 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
     return endPass('plan discarded');
   }
   const plan = current.plan;
-  const versions = versionsText(plan.spec.migrations.map((m) => m.version));
+  const versions = planText(plan);
   const policy = pass.m.spec.policy.apply;
   if (policy === 'Never') {
     return report(pass, { phase: 'Blocked', reason: 'ApplyDisabled', message: `plan ${plan.metadata.name} (${versions}) is published; spec.policy.apply is Never, so nothing runs` }, 'apply disabled', nextReading);

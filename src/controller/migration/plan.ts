@@ -77,6 +77,14 @@ export function versionsText(versions: readonly string[]): string {
   return versions.length <= 10 ? versions.join(', ') : `${versions[0]} … ${versions[versions.length - 1]} (${versions.length} files)`;
 }
 
+/** What a plan does, for a message: the files it applies, and those it records as applied by another tool. */
+export function planText(plan: PtahMigrationPlan): string {
+  const adopted = plan.spec.adopted;
+  return versionsText(plan.spec.migrations.map((m) => m.version)) + (adopted
+    ? ` and records ${adopted.count} file(s) (${adopted.firstVersion} … ${adopted.lastVersion}) as applied by ${adopted.from}, without running them`
+    : '');
+}
+
 export class PlanError extends Error {
   override name = 'PlanError';
 }
