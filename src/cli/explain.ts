@@ -125,6 +125,9 @@ export function nextPass(resource: PtahResource, now: Date = new Date()): string
   const awaited = awaitedPlanName(resource);
   if (awaited) return `waits for an approval of plan ${awaited}`;
   const reason = readyCondition(status.conditions)?.reason;
+  // A refusal mended outside the cluster (a role, an extension, the other tool's history table) is read again in time.
+  const readAgain = (reason === 'AdoptionRefused' || reason === 'ReadingRefused') && status.nextReconciliationTime;
+  if (status.phase === 'Blocked' && readAgain) return `stays Blocked (${reason}) until ${readAgain}, then reads the database again (at once when the spec or what it names changes)`;
   if (status.phase === 'Blocked') return `stays Blocked (${reason ?? 'no reason recorded'}) until the spec or what it names changes`;
   if (status.phase === 'Failed') return `retries after spec.execution.failureRetryInterval${status.nextReconciliationTime ? ` (not before ${status.nextReconciliationTime})` : ''}`;
   if (resource.kind === 'PtahSchema' && resource.status?.phase === 'ReadyToApply') return `claims the Apply of plan ${resource.status.plan?.name ?? '(none named)'}`;

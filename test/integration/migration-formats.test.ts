@@ -7,7 +7,7 @@ import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import type { MigrationFormat } from '../../src/shared/migration-format.js';
 import { catalogFacts } from './executor-helpers.js';
-import { LAYOUTS, STEPS, TOOL_HISTORY, adoptedWitness, psqlRuns, recorded, witness } from './migration-format-fixtures.js';
+import { LAYOUTS, STEPS, TOOL_HISTORY, adoptedWitness, psqlRuns, recorded, witness, type Tool } from './migration-format-fixtures.js';
 import { jobsOf, migrationWorld, type MigrationWorld } from './migration-world.js';
 
 const POLICY = 'formats-policy';
@@ -77,49 +77,55 @@ t.test('a directory read in the format the resource does not declare is refused 
   t.same((await w.history(db)).map((r) => BigInt(r.version).toString()), STEPS.map((s) => recorded('goose', s)), 'each file once');
 });
 
-/** A world whose database holds what goose built from the first two files (its table is the test's to write), and the goose artifact of every file. */
-async function migratedByGoose(t: Test, prefix: string) {
+/** A world whose database holds what `tool` built from the first two files (its table is the test's to write), and the tool's artifact of every file. */
+async function migratedBy(t: Test, tool: Tool, prefix: string) {
   const w = await migrationWorld(t);
   await w.startController();
   const db = await w.database(prefix);
   const secret = await w.installSample(db);
   await installFormatsPolicy(w);
-  const files = LAYOUTS.goose(STEPS);
-  await w.artifact('orders-goose', files);
-  const ranByGoose = STEPS.slice(0, 2);
-  await psqlRuns(t, db.url, ranByGoose);
-  return { w, db, secret, files, ranByGoose };
+  const files = LAYOUTS[tool](STEPS);
+  await w.artifact(`orders-${tool}`, files);
+  const ranByTool = STEPS.slice(0, 2);
+  await psqlRuns(t, db.url, ranByTool);
+  return { w, db, secret, files, ranByTool };
 }
 
-t.test('a database goose migrated is adopted: the first plan lists only the files after its head, and the approved Apply runs only those', async (t) => {
-  const { w, db, secret, files, ranByGoose } = await migratedByGoose(t, 'fmt_adopt');
-  await w.sql(db, TOOL_HISTORY.goose(ranByGoose, files));
-  await w.createMigration({ name: 'orders', artifact: 'orders-goose', secret, apply: 'OnApproval', format: 'goose', verificationPolicy: POLICY, adoption: { from: 'goose' } });
+for (const tool of Object.keys(TOOL_HISTORY) as Tool[]) {
+  t.test(`a database ${tool} migrated is adopted: the first plan lists only the files after its head, and the approved Apply runs only those`, async (t) => {
+    const { w, db, secret, files, ranByTool } = await migratedBy(t, tool, `fmt_adopt_${tool.replace('-', '_')}`);
+    await w.sql(db, TOOL_HISTORY[tool](ranByTool, files));
+    await w.createMigration({ name: 'orders', artifact: `orders-${tool}`, secret, apply: 'OnApproval', format: tool, verificationPolicy: POLICY, adoption: { from: tool } });
 
-  const awaiting = await w.waitFor('orders', 'a plan awaiting approval', (m) => (m.status?.phase === 'AwaitingApproval' ? m : undefined));
-  const plan = await w.plan('orders');
-  t.same(plan.spec.migrations.map((m) => BigInt(m.version).toString()), STEPS.slice(2).map((s) => recorded('goose', s)), 'the plan lists only the files after goose\'s head');
-  t.same(plan.spec.adopted, { from: 'goose', count: 2, firstVersion: '00001', lastVersion: '00002' }, 'and shows what it adopts');
-  t.same(awaiting.status?.history?.adoptable, plan.spec.adopted, 'as the reading does');
-  const published = awaiting.status?.conditions?.find((c) => c.type === 'Ready');
-  t.match(published?.message, /plan ptah-mplan-\S+ applies 00003, 00010 and records 2 file\(s\) \(00001 … 00002\) as applied by goose, without running them; create a PtahMigrationApproval/,
+    const awaiting = await w.waitFor('orders', 'a plan awaiting approval', (m) => (m.status?.phase === 'AwaitingApproval' ? m : undefined));
+    const plan = await w.plan('orders');
+    const pending = STEPS.slice(2).map((s) => recorded(tool, s));
+    t.same(plan.spec.migrations.map((m) => BigInt(m.version).toString()), pending, `the plan lists only the files after ${tool}'s head`);
+    const adopted = plan.spec.adopted;
+    t.same(adopted && { ...adopted, firstVersion: BigInt(adopted.firstVersion).toString(), lastVersion: BigInt(adopted.lastVersion).toString() },
+      { from: tool, count: 2, firstVersion: recorded(tool, STEPS[0]!), lastVersion: recorded(tool, STEPS[1]!) }, 'and shows what it adopts');
+    t.same(awaiting.status?.history?.adoptable, adopted, 'as the reading does');
+    const published = awaiting.status?.conditions?.find((c) => c.type === 'Ready');
+    t.match(published?.message, new RegExp(`plan ptah-mplan-\\S+ applies ${plan.spec.migrations.map((m) => m.version).join(', ')} and records 2 file\\(s\\) ` +
+      `\\(${adopted?.firstVersion} … ${adopted?.lastVersion}\\) as applied by ${tool}, without running them; create a PtahMigrationApproval`),
     'the resource says what the approval would allow, the adoption too');
-  t.same(await w.history(db), [], 'nothing is recorded before the approval');
+    t.same(await w.history(db), [], 'nothing is recorded before the approval');
 
-  await w.approve('orders');
-  const done = await w.waitFor('orders', 'applied and in sync', (m) => (m.status?.phase === 'InSync' && m.status.lastRun?.outcome === 'Applied' ? m : undefined));
-  t.same(done.status?.lastRun?.appliedVersions?.map((v) => BigInt(v).toString()), STEPS.slice(2).map((s) => recorded('goose', s)), 'the run applied only the pending files');
-  const rows = await w.sql<{ version: string; adopted_from: string | null; operation_id: string }>(db,
-    'SELECT version_order::text AS version, adopted_from, operation_id FROM ptah_migrations.history ORDER BY version_order');
-  t.same(rows.map((r) => [r.version, r.adopted_from]), STEPS.map((s, i) => [recorded('goose', s), i < 2 ? 'goose' : null]), 'each version once, the first two adopted');
-  t.equal(new Set(rows.map((r) => r.operation_id)).size, 1, 'all recorded by the one approved Apply');
-  t.same(await w.sql(db, 'SELECT email FROM users ORDER BY id'), [{ email: 'a@example.org' }, { email: 'semi;colon@example.org' }], 'the data file goose ran did not run again');
-  t.same(await catalogFacts(db.url), await catalogFacts((await adoptedWitness(t, 'goose', ranByGoose, files)).url), 'the database equals psql\'s build of every up section');
-  t.equal(done.status?.history?.adoptable, undefined, 'the reading after the run adopts nothing more: the history records it all');
-});
+    await w.approve('orders');
+    const done = await w.waitFor('orders', 'applied and in sync', (m) => (m.status?.phase === 'InSync' && m.status.lastRun?.outcome === 'Applied' ? m : undefined));
+    t.same(done.status?.lastRun?.appliedVersions?.map((v) => BigInt(v).toString()), pending, 'the run applied only the pending files');
+    const rows = await w.sql<{ version: string; adopted_from: string | null; operation_id: string }>(db,
+      'SELECT version_order::text AS version, adopted_from, operation_id FROM ptah_migrations.history ORDER BY version_order');
+    t.same(rows.map((r) => [r.version, r.adopted_from]), STEPS.map((s, i) => [recorded(tool, s), i < 2 ? tool : null]), 'each version once, the first two adopted');
+    t.equal(new Set(rows.map((r) => r.operation_id)).size, 1, 'all recorded by the one approved Apply');
+    t.same(await w.sql(db, 'SELECT email FROM users ORDER BY id'), [{ email: 'a@example.org' }, { email: 'semi;colon@example.org' }], `the data file ${tool} ran did not run again`);
+    t.same(await catalogFacts(db.url), await catalogFacts((await adoptedWitness(t, tool, ranByTool, files)).url), 'the database equals psql\'s build of every up section');
+    t.equal(done.status?.history?.adoptable, undefined, 'the reading after the run adopts nothing more: the history records it all');
+  });
+}
 
 t.test('a refused adoption is Blocked/AdoptionRefused, read again at spec.interval rather than every retry, and plans once the database is mended', async (t) => {
-  const { w, db, secret, files, ranByGoose } = await migratedByGoose(t, 'fmt_adopt_refused');
+  const { w, db, secret, files, ranByTool: ranByGoose } = await migratedBy(t, 'goose', 'fmt_adopt_refused');
   await w.createMigration({
     name: 'orders', artifact: 'orders-goose', secret, apply: 'OnApproval', format: 'goose', verificationPolicy: POLICY, adoption: { from: 'goose' },
     interval: '20s', failureRetryInterval: '5s',

@@ -175,4 +175,10 @@ t.test('a refused artifact is an obligation explain names, with what to change',
   const s = schema({ phase: 'Blocked', conditions: [ready('False', 'ReadingRefused')], nextReconciliationTime: '2026-12-01T12:10:00Z',
     refusedReading: { ...refusedReading, code: 'desired_schema_invalid', message: 'schema.sql failed: relation "customers" does not exist' } });
   t.same(obligationsOf(s), [`A refused reading (status.refusedReading): a reading of desired schema ${d('9')} under generation 1 was refused (desired_schema_invalid: schema.sql failed: relation "customers" does not exist); the database is read again at 2026-12-01T12:10:00Z, or at once when the desired schema or the spec changes.`], 'a schema\'s refusal says when it is read again');
+  t.equal(nextPass(s, NOW), 'stays Blocked (ReadingRefused) until 2026-12-01T12:10:00Z, then reads the database again (at once when the spec or what it names changes)');
+  const adoption = migration({ phase: 'Blocked', conditions: [ready('False', 'AdoptionRefused')], nextReconciliationTime: '2026-12-01T12:10:00Z',
+    refusedReading: { ...refusedReading, code: 'adoption_refused', message: 'no table goose_db_version in the search_path (public)' } });
+  t.same(obligationsOf(adoption), ['A refused adoption (status.refusedReading): a History reading refused spec.adoption (adoption_refused: no table goose_db_version in the search_path (public)); ' +
+    'the other tool\'s history is read again at 2026-12-01T12:10:00Z, or at once when the artifact or the spec changes.'], 'a refused adoption is read again in time, unlike a refused artifact');
+  t.equal(nextPass(adoption, NOW), 'stays Blocked (AdoptionRefused) until 2026-12-01T12:10:00Z, then reads the database again (at once when the spec or what it names changes)');
 });

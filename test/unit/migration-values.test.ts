@@ -2,10 +2,11 @@
 import t from 'tap';
 import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, MAX_APPLY_WINDOW_SECONDS, newOperationId, placeholderLeaseEpoch } from '../../src/controller/claim-values.js';
 import { migrationInputFingerprint, type FingerprintInputs } from '../../src/controller/migration/fingerprint.js';
-import { currentVersionOf, migrationPolicyFingerprint, planNameFor } from '../../src/controller/migration/plan.js';
+import { currentVersionOf, migrationPolicyFingerprint, planNameFor, planText } from '../../src/controller/migration/plan.js';
+import { migrationPlanSummary } from '../../src/cli/plan-format.js';
 import { withCondition } from '../../src/controller/conditions.js';
 import { migrationUnresolvedRunSettledBy, type HistoryReading } from '../../src/controller/migration/unresolved.js';
-import type { PtahMigration, UnresolvedRun } from '../../src/shared/api/migration-kinds.js';
+import type { PtahMigration, PtahMigrationPlan, UnresolvedRun } from '../../src/shared/api/migration-kinds.js';
 import { digest, isDigest, sha256Digest } from '../../src/shared/canonical.js';
 import type { MigrationHistory } from '../../src/shared/executor-report.js';
 import { MAX_LEASE_SECONDS } from '../../src/shared/targetlock.js';
@@ -127,4 +128,19 @@ t.test('only a reading of the same database with nothing pending settles an unre
     ['a record that names no database', reading({}), { ...run, targetIdentityDigest: undefined }],
   ];
   for (const [what, r, record] of refused) t.notOk(migrationUnresolvedRunSettledBy(record ?? run, r), what);
+});
+
+t.test('a plan that adopts says so wherever a person reads it: the Ready message and kubectl ptah plan', async (t) => {
+  const spec = {
+    migrationRef: { name: 'orders', uid: 'uid-1' }, fingerprint: sha256Digest('f'), historyFingerprint: sha256Digest('h'), currentVersion: '',
+    migrations: [{ version: '241', name: 'next', checksum: sha256Digest('241') }, { version: '242', name: 'after', checksum: sha256Digest('242') }],
+    artifactDigest: sha256Digest('a'), coordinationDigest: sha256Digest('c'), targetIdentityDigest: sha256Digest('t'), policyFingerprint: sha256Digest('p'),
+    verificationPolicyUID: 'vp', verificationPolicyDigest: sha256Digest('v'), executionBindingID: 'e', createdAt: '2026-12-04T00:00:00Z',
+  };
+  const plan = { apiVersion: 'operator.ptah.run/v1alpha1', kind: 'PtahMigrationPlan', metadata: { name: 'ptah-mplan-x' }, spec } as PtahMigrationPlan;
+  t.equal(planText(plan), '241, 242', 'a plan that adopts nothing reads as before');
+  t.notOk(migrationPlanSummary(plan).some((line) => line.startsWith('adopts:')), 'and kubectl ptah plan prints no adoption');
+  const adopting = { ...plan, spec: { ...spec, adopted: { from: 'flyway' as const, count: 240, firstVersion: '1', lastVersion: '240' } } };
+  t.equal(planText(adopting), '241, 242 and records 240 file(s) (1 … 240) as applied by flyway, without running them');
+  t.ok(migrationPlanSummary(adopting).includes('adopts:       240 file(s), 1 … 240, as applied by flyway (recorded in the history by this Apply, never run)'));
 });
