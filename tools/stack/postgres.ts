@@ -19,6 +19,11 @@ export interface PostgresServer {
   /** Superuser URL (user postgres, with password) of the `postgres` database. */
   url: string;
   port: number;
+  /**
+   * Sets the scheduling priority of the server's processes, and so of the backends it starts later; throws when the
+   * system refuses (raising it back needs root).
+   */
+  renice(nice: number): void;
   stop(): Promise<void>;
 }
 
@@ -85,7 +90,8 @@ export async function startPostgres(): Promise<PostgresServer> {
     await stop();
     throw err;
   }
-  return { url, port, stop };
+  const renice = (nice: number) => void execFileSync('renice', ['-n', String(nice), '-g', String(child.pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return { url, port, renice, stop };
 }
 
 /** A fresh, empty database on the server `baseUrl` names; drop() removes it even while clients are connected. */
