@@ -223,7 +223,7 @@ function adoptedSummary({ from, files }: NonNullable<MigrationHistory['adoptable
   return { from, count: files.length, firstVersion: files[0]!.version, lastVersion: files[files.length - 1]!.version };
 }
 
-/** What the reading counts as applied besides the history, for a message: "; 240 files (1 … 240) adopted from goose, …". */
+/** What the reading counts as applied besides the history, for a message: "; 240 file(s) (1 … 240) count as applied by goose, …". */
 function adoptionText(pass: MigrationPass, history: MigrationHistoryStatus): string {
   const adopted = history.adoptable;
   if (adopted) {
