@@ -3,10 +3,11 @@
 // pay for loading @kubernetes/client-node and the commands' dependencies (issue #23: 0.9 s a call before).
 import { KubeConfig } from '@kubernetes/client-node';
 import { restClient } from '../shared/kube-client.js';
-import { acknowledgeCommand, approveCommand, explainCommand, planCommand, statusCommand, type Context } from './commands.js';
+import { acknowledgeCommand, approveCommand, explainCommand, planCommand, repairCommand, statusCommand, type Context } from './commands.js';
+import type { MigrationRepair } from '../shared/migration-repair.js';
 import { CliError } from './errors.js';
 
-export type Command = 'status' | 'explain' | 'plan' | 'approve' | 'acknowledge';
+export type Command = 'status' | 'explain' | 'plan' | 'approve' | 'acknowledge' | 'repair';
 
 /** One checked invocation: the command, its single argument (empty for status) and the flags it may use. */
 export interface Invocation {
@@ -17,6 +18,8 @@ export interface Invocation {
   kind: string | undefined;
   output: string | undefined;
   kubeconfig: string | undefined;
+  /** repair only: the checked --version and --resolution. */
+  repair?: MigrationRepair;
 }
 
 /**
@@ -48,5 +51,6 @@ export async function runOnCluster(call: Invocation, out: (line: string) => void
     case 'plan': return planCommand(ctx, call.target, call.kind, call.output);
     case 'approve': return approveCommand(ctx, call.target, call.kind);
     case 'acknowledge': return acknowledgeCommand(ctx, call.target, call.kind);
+    case 'repair': return repairCommand(ctx, call.target, call.kind, call.repair!);
   }
 }

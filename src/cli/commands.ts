@@ -8,6 +8,7 @@ import { API_VERSION, KINDS } from '../shared/api/names.js';
 import { ApiError, isNotFound, type KubeClient } from '../shared/kube-client.js';
 import { reconstructPlanBytes } from '../shared/planstore.js';
 import { CliError } from './errors.js';
+import { repairText, type MigrationRepair } from '../shared/migration-repair.js';
 import { formatExplanation, formatTable, statusRow, type PtahResource, type ResourceKind } from './explain.js';
 import { migrationPlanSummary, parsePlanDocument, planSql, schemaPlanSummary } from './plan-format.js';
 
@@ -190,4 +191,25 @@ export async function acknowledgeCommand(ctx: Context, target: string, kindFlag:
   } as PtahMigrationRunAcknowledgment | PtahSchemaRunAcknowledgment);
   const by = created.spec.acknowledgedBy?.username;
   ctx.out(`${kind.singular}/${created.metadata.name} created: acknowledges ${run.outcome} ${schema ? 'Apply' : 'run'} ${run.operationID}${by ? ` as ${by}` : ''}`);
+}
+
+/**
+ * Sets spec.repair: what the database holds of a dirty row's file, once a person mended it. The next reading
+ * publishes a repair plan, which runs only under an approval; the Apply records the repair in the database.
+ */
+export async function repairCommand(ctx: Context, target: string, kindFlag: string | undefined, repair: MigrationRepair): Promise<void> {
+  const resource = await resolve(ctx, target, kindFlag);
+  const name = resource.metadata.name!;
+  if (resource.kind !== 'PtahMigration') throw new CliError(`repair is for a PtahMigration's history; ptahschema/${name} keeps none`);
+  const migration = resource as PtahMigration;
+  if (migration.status?.history && !migration.status.history.dirty) {
+    throw new CliError(`ptahmigration/${name}'s last reading (${migration.status.history.observedAt}) finds no dirty history row; there is nothing to repair`);
+  }
+  await ctx.client.patch<PtahMigration>(
+    { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: ctx.namespace, name },
+    { metadata: { resourceVersion: migration.metadata.resourceVersion }, spec: { repair } }, 'merge');
+  const unresolved = migration.status?.unresolvedRun;
+  ctx.out(`ptahmigration/${name} spec.repair set: the repair ${repairText(repair)}; the next reading publishes it as a repair plan, ` +
+    `which runs only once you approve it (kubectl ptah approve ${name})` +
+    (unresolved ? `; first acknowledge unresolved run ${unresolved.operationID} (kubectl ptah acknowledge ${name})` : ''));
 }

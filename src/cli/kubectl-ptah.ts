@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `kubectl ptah`: a kubectl plugin (kubectl runs `kubectl-ptah` from PATH) to read where a PtahSchema or
 // PtahMigration stands and to decide on it as a person: approve its current plan, acknowledge its unresolved run
-// (or a schema's Apply whose proof no reading finishes).
+// (or a schema's Apply whose proof no reading finishes), say what the database holds of a dirty migration row.
 // It uses the caller's kubeconfig (current context, or --kubeconfig) and never prints a credential: errors carry
 // the request and the API server's Status only. Exit codes: 0 ok, 1 failure, 2 usage.
 import { realpathSync } from 'node:fs';
@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 // Only type imports of cluster.js here: its code (and @kubernetes/client-node) loads when a command needs the cluster.
 import type { Command } from './cluster.js';
 import { CliError } from './errors.js';
+import type { MigrationRepair } from '../shared/migration-repair.js';
 
 const USAGE = `Usage: kubectl ptah <command> [flags]
 
@@ -20,12 +21,18 @@ Commands:
   approve <name> [--kind K]                    approve the resource's current plan, as you
   acknowledge <name> [--kind K]                acknowledge a PtahMigration's unresolved run, or the Apply a
                                                PtahSchema owes a proof no reading finishes, as you
+  repair <name> --version V --resolution R     ask for the repair of a PtahMigration's dirty history row, once you
+                                               mended the database: R is finished (you ran the file's remaining
+                                               statements) or undone (you reversed what it did); the repair plan
+                                               then needs an approval (kubectl ptah approve)
 
 Flags:
   -n, --namespace NS     the namespace (default: the current context's, else "default")
   -A, --all-namespaces   status across every namespace
       --kind K           schema or migration, when a name alone is ambiguous
   -o, --output FORMAT    plan output: yaml or sql
+      --version V        repair: the dirty row's migration version
+      --resolution R     repair: finished or undone
       --kubeconfig FILE  the kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
   -h, --help             this text
 `;
@@ -41,7 +48,7 @@ const defaultIo: RunIo = {
 };
 
 // A record rather than a list, so the compiler holds it to cluster.ts's commands both ways.
-const COMMANDS: Record<Command, true> = { status: true, explain: true, plan: true, approve: true, acknowledge: true };
+const COMMANDS: Record<Command, true> = { status: true, explain: true, plan: true, approve: true, acknowledge: true, repair: true };
 const isCommand = (word: string): word is Command => Object.hasOwn(COMMANDS, word);
 
 /** Runs one invocation; returns the exit code instead of exiting so tests can call it in-process. */
@@ -57,6 +64,8 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
         'all-namespaces': { type: 'boolean', short: 'A' },
         kind: { type: 'string' },
         output: { type: 'string', short: 'o' },
+        version: { type: 'string' },
+        resolution: { type: 'string' },
         kubeconfig: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -81,13 +90,15 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
     if (!isCommand(command)) throw new CliError(`unknown command ${JSON.stringify(command)}`, 2);
     if (values['all-namespaces'] && command !== 'status') throw new CliError('-A is for status only', 2);
     if (values.output !== undefined && command !== 'plan') throw new CliError('-o is for plan only', 2);
+    const repair = command === 'repair' ? await repairFlags(values.version, values.resolution) : undefined;
+    if (command !== 'repair' && (values.version !== undefined || values.resolution !== undefined)) throw new CliError('--version and --resolution are for repair only', 2);
     // Arguments are checked before the kubeconfig is read, so a usage error never depends on the cluster, and
     // before the cluster client is loaded, so it costs no more than node's start.
     const target = command === 'status' ? expect(0, 'no argument') : expect(1, command === 'explain' ? '<kind>/<name>' : '<name>');
     const { runOnCluster } = await import('./cluster.js');
     await runOnCluster({
       command, target, namespace: values.namespace, allNamespaces: values['all-namespaces'] ?? false,
-      kind: values.kind, output: values.output, kubeconfig: values.kubeconfig,
+      kind: values.kind, output: values.output, kubeconfig: values.kubeconfig, ...(repair ? { repair } : {}),
     }, io.out);
     return 0;
   } catch (e) {
@@ -100,6 +111,18 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
     io.err(`error: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
+}
+
+/**
+ * repair's flags, checked before the cluster is reached: both given, a version of digits, a known resolution. The
+ * resolutions are loaded only here, so that no other command, nor --help, loads a shared module.
+ */
+async function repairFlags(version: string | undefined, resolution: string | undefined): Promise<MigrationRepair> {
+  const { isRepairResolution, REPAIR_RESOLUTIONS } = await import('../shared/migration-repair.js');
+  if (version === undefined || resolution === undefined) throw new CliError('repair takes --version <the dirty row\'s version> and --resolution finished|undone', 2);
+  if (!/^[0-9]{1,32}$/.test(version)) throw new CliError(`--version ${JSON.stringify(version)} is not a migration version (digits)`, 2);
+  if (!isRepairResolution(resolution)) throw new CliError(`--resolution ${JSON.stringify(resolution)} is not one of ${REPAIR_RESOLUTIONS.join(', ')}`, 2);
+  return { version, resolution };
 }
 
 // Run only when executed, not when a test imports run(); the launcher may reach this file through a symlink.

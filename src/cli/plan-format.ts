@@ -4,6 +4,7 @@
 import type { PtahMigrationPlan } from '../shared/api/migration-kinds.js';
 import type { PtahSchemaPlan } from '../shared/api/schema-kinds.js';
 import { schemaPlanProblem } from '../shared/runner-protocol.js';
+import { repairText } from '../shared/migration-repair.js';
 
 interface ClassifiedStatement {
   index: number;
@@ -75,6 +76,8 @@ export function migrationPlanSummary(plan: PtahMigrationPlan): string[] {
     `from version: ${s.currentVersion || '(nothing applied)'}`,
     ...(s.adopted ? [`adopts:       ${s.adopted.count} file(s), ${s.adopted.firstVersion} … ${s.adopted.lastVersion}, as applied by ${s.adopted.from} ` +
       '(recorded in the history by this Apply, never run)'] : []),
+    ...(s.repair ? [`repairs:      migration ${s.repair.version} (checksum ${s.repair.checksum}): ${s.repair.resolution}; the Apply ` +
+      `${repairText(s.repair)}, and records it in ptah_migrations.repairs; it runs no migration`] : []),
     `migrations:   ${s.migrations.length}`,
     `${'VERSION'.padEnd(width)}   CHECKSUM${' '.repeat(63)}   NAME`,
     ...s.migrations.map((m) => `${m.version.padEnd(width)}   ${m.checksum.padEnd(71)}   ${m.name}`),

@@ -7,7 +7,7 @@
 import { canonicalJson } from '../shared/canonical.js';
 import { isRefusedBeforeWriting, type ExecutorError } from '../shared/executor-report.js';
 import {
-  migrationRunFlags, RUNNER_ERROR, type ExpectedMigration, type OutputTruncation, type RunnerError,
+  expectedSequenceDigest, migrationRunFlags, RUNNER_ERROR, type ExpectedMigration, type OutputTruncation, type RunnerError,
 } from '../shared/runner-protocol.js';
 import type { RunnerInputs } from './contract.js';
 import { childExitCode, type ExecutorRun } from './executor-process.js';
@@ -152,5 +152,5 @@ function decideMigrationApply(run: ExecutorRun, context: DecideContext, notes: s
 }
 
 function sameSequence(planned: readonly ExpectedMigration[], approved: readonly ExpectedMigration[]): boolean {
-  return planned.length === approved.length && planned.every((p, i) => p.version === approved[i].version && p.checksum === approved[i].checksum);
+  return expectedSequenceDigest(planned) === expectedSequenceDigest(approved);
 }

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { artifactDigest } from '../shared/artifact.js';
 import { canonicalJson, sha256Digest } from '../shared/canonical.js';
 import { RUNNER_ENV } from '../shared/runner-env.js';
-import { expectedSequenceDigest, RUNNER_ERROR, schemaPlanProblem, type ExpectedMigration } from '../shared/runner-protocol.js';
+import { expectedSequenceDigest, RUNNER_ERROR, schemaPlanProblem, sequenceEntry, sequenceShapeProblem, type ExpectedMigration } from '../shared/runner-protocol.js';
+import { isRepairResolution, REPAIR_RESOLUTIONS, type RepairResolution } from '../shared/migration-repair.js';
 import type { RunnerInputs } from './contract.js';
 import { MountedFilesError, readMountedFiles } from './mounted-files.js';
 import { RunnerRefusal } from './refusal.js';
@@ -123,14 +124,14 @@ function readSequence(sequence: NonNullable<RunnerInputs['migrationSequence']>):
   }
   if (!Array.isArray(parsed) || parsed.length > MAX_SEQUENCE_ENTRIES) throw invalid(`is not a list of at most ${MAX_SEQUENCE_ENTRIES} migrations`);
   const entries = parsed.map((entry: unknown, i): ExpectedMigration => {
-    const ok = typeof entry === 'object' && entry !== null && !Array.isArray(entry) &&
-      Object.keys(entry).sort().join(',') === 'checksum,version' &&
-      typeof (entry as ExpectedMigration).version === 'string' && VERSION.test((entry as ExpectedMigration).version) &&
-      typeof (entry as ExpectedMigration).checksum === 'string' && (entry as ExpectedMigration).checksum !== '';
-    if (!ok) throw invalid(`entry ${i} is not {version: digits, checksum}`);
-    return { version: (entry as ExpectedMigration).version, checksum: (entry as ExpectedMigration).checksum };
+    const { version, checksum, repair, ...rest } = (typeof entry === 'object' && entry !== null && !Array.isArray(entry) ? entry : { rest: true }) as Record<string, unknown>;
+    const ok = Object.keys(rest).length === 0 && typeof version === 'string' && VERSION.test(version) &&
+      typeof checksum === 'string' && checksum !== '' && (repair === undefined || isRepairResolution(repair));
+    if (!ok) throw invalid(`entry ${i} is not {version: digits, checksum} or, for a repair, {version, checksum, repair: ${REPAIR_RESOLUTIONS.join(' | ')}}`);
+    return sequenceEntry({ version: version as string, checksum: checksum as string, ...(repair === undefined ? {} : { repair: repair as RepairResolution }) });
   });
-  if (new Set(entries.map((e) => e.version)).size !== entries.length) throw invalid('names a version twice');
+  const shape = sequenceShapeProblem(entries);
+  if (shape) throw invalid(shape);
   if (!sameDigest(expectedSequenceDigest(entries), sequence.expectedDigest)) {
     throw new RunnerRefusal(
       RUNNER_ERROR.migrationSequenceDigestMismatch,

@@ -108,7 +108,7 @@ function readContent(operation: RunnerOperation, report: JsonObject, error: Exec
       return { operation, content };
     }
     case 'migration-apply': {
-      const migrationRun = pick<MigrationRun>(report, ['outcome', 'applied', 'planned', 'failedVersion']);
+      const migrationRun = pick<MigrationRun>(report, ['outcome', 'applied', 'planned', 'failedVersion', 'repaired']);
       check(migrationRunProblem(migrationRun));
       if (SUCCESSFUL_MIGRATION_OUTCOMES.has(migrationRun.outcome) === failed) {
         throw new ReportProblem('the executor report\'s migration outcome disagrees with its error');

@@ -2,6 +2,7 @@
 // it and carries the relevant part into its result frame, which the controller reads. Nothing here ever holds
 // a credential; drift findings hold categories and counts only, never object names or SQL.
 import type { AdoptionSource } from './migration-adoption.js';
+import type { MigrationRepair, RepairResolution } from './migration-repair.js';
 
 export interface ExecutorError {
   /** Stable machine-readable code, e.g. `unsupported_object`, `connection_failed`, `lock_timeout`. */
@@ -153,10 +154,12 @@ export interface MigrationRunReport extends PhysicalIdentityFields {
   outcome: MigrationRunOutcome;
   /** Files applied by this run, in application order. */
   applied: MigrationFile[];
-  /** The approved sequence the run was held to. */
-  planned: { version: string; checksum: string }[];
+  /** The approved sequence the run was held to (a file's version and checksum, or a dirty row's repair). */
+  planned: { version: string; checksum: string; repair?: RepairResolution }[];
   /** The version whose file failed, when outcome is failed, partial or unknown because of a file. */
   failedVersion?: string;
+  /** The repair an applied repair sequence made. */
+  repaired?: MigrationRepair;
 }
 
 export type ExecutorReport = ObserveReport | PlanReport | ApplyReport | MigrationHistoryReport | MigrationRunReport;

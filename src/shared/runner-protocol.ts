@@ -15,6 +15,7 @@
 // its payload digest. It may stand in for a migration Apply's frame only when the log holds none (see
 // summaryStandsIn), and it never says more than the frame would.
 import { ADOPTION_SOURCES } from './migration-adoption.js';
+import { isRepairResolution, REPAIR_RESOLUTIONS, type MigrationRepair, type RepairResolution } from './migration-repair.js';
 import { canonicalJson, digest, isDigest, sha256Digest, sha256Hex } from './canonical.js';
 import {
   isRefusedBeforeWriting, PHYSICAL_IDENTITY_KINDS,
@@ -146,6 +147,8 @@ export interface MigrationRun {
   planned: ExpectedMigration[];
   /** The version whose file failed, when a file is why the run failed, stopped partway or ended unknown. */
   failedVersion?: string;
+  /** A repair sequence's repair, made: present exactly when an applied run's sequence is a repair. */
+  repaired?: MigrationRepair;
 }
 
 export interface MigrationRunContent {
@@ -162,15 +165,36 @@ export interface RunnerResultByOperation {
 
 export type RunnerResult<O extends RunnerOperation = RunnerOperation> = RunnerResultByOperation[O];
 
-/** One entry of the sequence a migration Apply is approved for. */
+/**
+ * One entry of the sequence a migration Apply is approved for: a file to run, or, as a sequence's only entry, the
+ * repair of that version's dirty row (migration-repair.ts), whose checksum is the row's.
+ */
 export interface ExpectedMigration {
   version: string;
   checksum: string;
+  repair?: RepairResolution;
+}
+
+/** The entry as the sequence carries it: a file's version and checksum, and a repair's resolution when it is one. */
+export const sequenceEntry = ({ version, checksum, repair }: ExpectedMigration): ExpectedMigration =>
+  (repair === undefined ? { version, checksum } : { version, checksum, repair });
+
+/** The repair a sequence approves, when it is a repair sequence (its only entry names one). */
+export function sequenceRepair(sequence: readonly ExpectedMigration[]): MigrationRepair | undefined {
+  const [only] = sequence;
+  return sequence.length === 1 && only!.repair !== undefined ? { version: only!.version, resolution: only!.repair } : undefined;
+}
+
+/** Why the entries cannot be one approved sequence, or undefined: a repair is always a sequence's only entry. */
+export function sequenceShapeProblem(sequence: readonly ExpectedMigration[]): Problem {
+  if (new Set(sequence.map((e) => e.version)).size !== sequence.length) return 'names a version twice';
+  if (sequence.length > 1 && sequence.some((e) => e.repair !== undefined)) return 'mixes a repair with other entries; a repair is a sequence\'s only entry';
+  return undefined;
 }
 
 /** The digest the Job carries in PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST for a sequence. */
 export function expectedSequenceDigest(sequence: readonly ExpectedMigration[]): string {
-  return digest(sequence.map(({ version, checksum }) => ({ version, checksum })));
+  return digest(sequence.map(sequenceEntry));
 }
 
 /** What a migration run's outcome says about the database: the only source of a migration Apply's flags. */
@@ -397,6 +421,17 @@ function versionListProblem(value: unknown, what: string): Problem {
   return eachProblem(value, what, (v, at) => (typeof v === 'string' && VERSION.test(v) ? undefined : `${at} is not a migration version`));
 }
 
+/** An entry of an approved sequence: a file's version and checksum, and a repair's resolution when it is one. */
+function plannedEntryProblem(value: unknown, at: string): Problem {
+  return first(
+    () => migrationFileProblem(value, at, ['version', 'checksum', 'repair']),
+    () => {
+      const { repair } = value as Record<string, unknown>;
+      return repair === undefined || isRepairResolution(repair) ? undefined : `${at}.repair is not one of ${REPAIR_RESOLUTIONS.join(', ')}`;
+    },
+  );
+}
+
 function migrationFileProblem(value: unknown, at: string, keys: readonly string[] = ['version', 'name', 'checksum']): Problem {
   if (!isObject(value)) return `${at} is not an object`;
   return first(
@@ -443,8 +478,9 @@ export function migrationRunProblem(value: unknown): Problem {
   if (!isObject(value)) return 'migrationRun is not an object';
   const applied = value.applied as MigrationFile[];
   const planned = value.planned as ExpectedMigration[];
+  let repair: MigrationRepair | undefined;
   return first(
-    () => extraKey(value, ['outcome', 'applied', 'planned', 'failedVersion'], 'migrationRun'),
+    () => extraKey(value, ['outcome', 'applied', 'planned', 'failedVersion', 'repaired'], 'migrationRun'),
     () => (MIGRATION_OUTCOMES.has(value.outcome as string) ? undefined : 'migrationRun.outcome is not a known outcome'),
     () => (value.failedVersion === undefined || (typeof value.failedVersion === 'string' && VERSION.test(value.failedVersion))
       ? undefined
@@ -453,13 +489,21 @@ export function migrationRunProblem(value: unknown): Problem {
       ? 'a successful run names no failed version'
       : undefined),
     () => eachProblem(value.applied, 'migrationRun.applied', (row, at) => migrationFileProblem(row, at)),
-    () => eachProblem(value.planned, 'migrationRun.planned', (row, at) => migrationFileProblem(row, at, ['version', 'checksum'])),
+    () => eachProblem(value.planned, 'migrationRun.planned', (row, at) => plannedEntryProblem(row, at)),
+    () => sequenceShapeProblem(planned),
+    () => {
+      repair = sequenceRepair(planned);
+      if (value.repaired === undefined) return repair && value.outcome === 'applied' ? 'an applied repair run names the repair it made (migrationRun.repaired)' : undefined;
+      if (!repair || value.outcome !== 'applied') return 'migrationRun.repaired is reported only by an applied run of a repair sequence';
+      return canonicalJson(value.repaired) === canonicalJson(repair) ? undefined : 'migrationRun.repaired is not the repair its sequence approved';
+    },
     () => (applied.every((file, i) => planned[i]?.version === file.version && planned[i]?.checksum === file.checksum)
       ? undefined
       : 'migrationRun.applied is not a prefix of migrationRun.planned'),
     () => {
       switch (value.outcome) {
         case 'applied':
+          if (repair) return applied.length === 0 ? undefined : 'a repair run applies no migration';
           return applied.length === planned.length && applied.length > 0 ? undefined : 'an applied run must have applied every planned migration';
         case 'up-to-date':
         case 'failed':

@@ -151,6 +151,13 @@ t.test('each operation gets exactly the env it uses', async (t) => {
   t.same(JSON.parse(sequence), [{ version: '0002', checksum: d('m2') }, { version: '0003', checksum: d('m3') }]);
   t.equal(envValue(apply, 'PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST')!.value, digest(JSON.parse(sequence)), 'the sequence digest is its canonical digest');
   t.equal(envValue(apply, 'PTAH_EXECUTION_NOT_AFTER')!.value, '2030-01-01T00:15:00Z');
+  // A repair plan's sequence: its one entry carries the resolution, and the digest covers it.
+  const repairInput = inputFor(migrationApply);
+  repairInput.bindings.migrationSequence = [{ version: '0004', checksum: d('m4'), repair: 'undone' }];
+  const repair = buildOperationJob(repairInput);
+  const repairSequence = envValue(repair, 'PTAH_EXPECTED_MIGRATION_SEQUENCE')!.value!;
+  t.equal(repairSequence, canonicalJson([{ version: '0004', checksum: d('m4'), repair: 'undone' }]), 'a repair sequence carries its resolution');
+  t.equal(envValue(repair, 'PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST')!.value, digest(JSON.parse(repairSequence)), 'and its digest covers it');
   t.same(envValue(buildOperationJob(inputFor(schemaPlan)), 'PTAH_DEV_URL'), {
     name: 'PTAH_DEV_URL',
     valueFrom: { secretKeyRef: { name: 'scratch', key: 'url' } },
@@ -342,6 +349,8 @@ t.test('the builder refuses bad input with a reason', async (t) => {
     ['history fingerprint malformed', 'InvalidBinding', () => { const i = inputFor(migrationApply); i.bindings.historyFingerprint = ''; return i; }, /history fingerprint/],
     ['empty migration sequence', 'InvalidBinding', () => { const i = inputFor(migrationApply); i.bindings.migrationSequence = []; return i; }, /1 to 256 migrations/],
     ['migration twice in the sequence', 'InvalidBinding', () => { const i = inputFor(migrationApply); i.bindings.migrationSequence = [{ version: '1', checksum: 'x' }, { version: '1', checksum: 'y' }]; return i; }, /appears twice/],
+    ['a repair beside another migration', 'InvalidBinding', () => { const i = inputFor(migrationApply); i.bindings.migrationSequence = [{ version: '1', checksum: 'x', repair: 'finished' }, { version: '2', checksum: 'y' }]; return i; }, /mixes a repair with other entries/],
+    ['a repair that is no resolution', 'InvalidBinding', () => { const i = inputFor(migrationApply); i.bindings.migrationSequence = [{ version: '1', checksum: 'x', repair: 'forced' as 'finished' }]; return i; }, /repair is not a resolution/],
     ['plan binding given to a read-only Job', 'InvalidBinding', () => { const i = inputFor(schemaPlan); i.bindings.planContentDigest = d('plan-bytes'); return i; }, /does not use it/],
     ['sequence given to a schema Apply', 'InvalidBinding', () => { const i = inputFor(schemaApply); i.bindings.migrationSequence = [{ version: '1', checksum: 'x' }]; return i; }, /does not use it/],
     ['scratch database for an Observe', 'InvalidInput', () => ({ ...inputFor(schemaObserve), dev: { urlFrom: { name: 's', key: 'u' } } }), /only plan uses one/],
@@ -436,4 +445,17 @@ t.test('a schema proof reading connects to the database its Apply ran against, n
   t.equal(secretOf(ordinary, 'PTAH_DB_URL'), input.target.urlFrom.name, 'an ordinary reading connects to the live spec\'s target');
   t.throws(() => rebuildClaimJob({ owner, claim: proofClaim, manager: MANAGER }),
     { name: 'JobBuildError', message: /proves Apply sha256:[0-9a-f]{64}, which the owner no longer owes a proof for/ }, 'a proof claim without its proof builds nothing');
+});
+
+t.test('a repair plan rebuilds as its one-entry repair sequence, never as the files of another plan', async (t) => {
+  const sequenceOf = (job: V1Job) => envValue(job, 'PTAH_EXPECTED_MIGRATION_SEQUENCE')?.value;
+  const migration = snapshotted(inputFor(migrationApply));
+  const owner = ownerObjectFor(migration);
+  const repairPlan = { ...MIGRATION_PLAN, spec: { ...MIGRATION_PLAN.spec, migrations: [], repair: { version: '0004', checksum: d('m4'), resolution: 'finished' as const } } };
+  const rebuilt = rebuildClaimJob({ owner, claim: migration.claim, manager: MANAGER, plan: repairPlan });
+  t.equal(sequenceOf(rebuilt), canonicalJson([{ version: '0004', checksum: d('m4'), repair: 'finished' }]), 'the repair plan\'s sequence is its repair');
+  const filesRebuilt = rebuildClaimJob({ owner, claim: migration.claim, manager: MANAGER, plan: MIGRATION_PLAN });
+  t.not(sequenceOf(filesRebuilt), sequenceOf(rebuilt), 'so a Job built for a plan of files is not a repair plan\'s rebuild');
+  const undone = rebuildClaimJob({ owner, claim: migration.claim, manager: MANAGER, plan: { ...repairPlan, spec: { ...repairPlan.spec, repair: { ...repairPlan.spec.repair, resolution: 'undone' } } } });
+  t.not(sequenceOf(undone), sequenceOf(rebuilt), 'nor is one built for the other resolution');
 });

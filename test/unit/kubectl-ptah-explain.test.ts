@@ -159,6 +159,23 @@ t.test('targets and kinds; usage errors exit 2 before any kubeconfig is read', a
   t.equal(await run(['explain', 'ptahschema/a', '-A'], io), 2, '-A outside status');
   t.equal(await run(['status', '--frobnicate'], io), 2, 'an unknown flag');
   t.equal(await run(['status', '--kubeconfig', '/nonexistent/kubeconfig'], io), 1, 'a kubeconfig that cannot be read is a failure, not usage');
+  // repair's flags are checked before any kubeconfig is read: each of these is usage (2), never a failure (1).
+  const repairUsage: [string[], string][] = [
+    [['repair', 'orders'], 'repair takes --version'],
+    [['repair', 'orders', '--version', '4'], 'repair takes --version'],
+    [['repair', 'orders', '--version', 'v4', '--resolution', 'finished'], '--version "v4" is not a migration version'],
+    [['repair', 'orders', '--version', '4', '--resolution', 'forced'], '--resolution "forced" is not one of finished, undone'],
+    [['approve', 'orders', '--version', '4'], '--version and --resolution are for repair only'],
+  ];
+  for (const [argv, message] of repairUsage) {
+    err.length = 0;
+    t.equal(await run([...argv, '--kubeconfig', '/nonexistent/kubeconfig'], io), 2, argv.join(' '));
+    t.match(err.join('\n'), message, `${argv.join(' ')}: ${message}`);
+  }
+  t.equal(await run(['repair', 'orders', '--version', '4', '--resolution', 'undone', '--kubeconfig', '/nonexistent/kubeconfig'], io), 1,
+    'well-formed repair flags reach the kubeconfig');
+  err.length = 0;
+  t.equal(await run(['bogus'], io), 2);
   t.match(err.join('\n'), 'unknown command "bogus"');
   t.equal(await run(['--help'], { out: (l) => void err.push(l), err: () => undefined }), 0);
 });

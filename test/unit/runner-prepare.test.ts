@@ -205,6 +205,9 @@ t.test('the approved migration sequence', async (t) => {
     ['a version that is not digits', [{ version: 'v1', checksum: 'c' }], RUNNER_ERROR.invalidMigrationSequence],
     ['a repeated version', [SEQUENCE[0], SEQUENCE[0]], RUNNER_ERROR.invalidMigrationSequence],
     ['another order than approved', [SEQUENCE[1], SEQUENCE[0]], RUNNER_ERROR.migrationSequenceDigestMismatch],
+    ['a repair that is no resolution', [{ ...SEQUENCE[0], repair: 'forced' }], RUNNER_ERROR.invalidMigrationSequence],
+    ['a repair beside another entry', [{ ...SEQUENCE[0], repair: 'finished' }, SEQUENCE[1]], RUNNER_ERROR.invalidMigrationSequence],
+    ['a repair where the approval holds the file', [{ ...SEQUENCE[0], repair: 'undone' }], RUNNER_ERROR.migrationSequenceDigestMismatch],
   ];
   for (const [name, sequence, code] of cases) {
     const inputs = inputsFor(ws, 'migration-apply', (env) => void (env.PTAH_EXPECTED_MIGRATION_SEQUENCE = typeof sequence === 'string' ? sequence : JSON.stringify(sequence)));
@@ -215,6 +218,18 @@ t.test('the approved migration sequence', async (t) => {
   t.equal(expectedSequenceDigest(prepared.sequence!), spaced.migrationSequence?.expectedDigest, 'the digest is over the sequence, not its spelling');
   await prepared.cleanup();
   t.equal(artifactDigest(ARTIFACT_FILES), inputsFor(ws, 'migration-apply').artifact?.expectedDigest);
+
+  // A repair sequence (spec.repair's plan) is its one entry with the resolution, bound by the digest like any other.
+  const repairSequence = [{ ...SEQUENCE[0]!, repair: 'undone' as const }];
+  const repairing = inputsFor(ws, 'migration-apply', (env) => {
+    env.PTAH_EXPECTED_MIGRATION_SEQUENCE = JSON.stringify(repairSequence);
+    env.PTAH_EXPECTED_MIGRATION_SEQUENCE_DIGEST = expectedSequenceDigest(repairSequence);
+  });
+  const repair = await prepareRun(repairing, 1 << 20);
+  t.strictSame(repair.sequence, repairSequence, 'a repair sequence is handed on with its resolution');
+  t.strictSame(JSON.parse(await readFile(repair.expectedSequenceFile!, 'utf8')), repairSequence, 'and so is the executor\'s copy');
+  t.not(expectedSequenceDigest(repairSequence), expectedSequenceDigest([SEQUENCE[0]!]), 'the resolution is part of the digest');
+  await repair.cleanup();
 });
 
 t.test('preparation that cannot write its copies is refused', async (t) => {

@@ -21,6 +21,9 @@ const plan: SchemaPlanDocument = {
 const bindings = { protocolVersion: RUNNER_PROTOCOL_VERSION, operationId: ID, childExitCode: 0, coordinationDigest: D('c'), targetIdentityDigest: D('e') };
 const applied = [{ version: '1', name: '1_a.up.sql', checksum: D('1') }, { version: '2', name: '2_b.up.sql', checksum: D('2') }];
 const planned = applied.map(({ version, checksum }) => ({ version, checksum }));
+/** A repair plan's sequence (spec.repair): the dirty row's version and checksum, and the resolution. */
+const repairSequence = [{ ...planned[0]!, repair: 'finished' as const }];
+const repaired = { version: '1', resolution: 'finished' as const };
 
 const valid: { [O in RunnerOperation]: RunnerResult<O> } = {
   observe: {
@@ -215,6 +218,16 @@ const invariantCases: [string, unknown, RegExp][] = [
   ['a refusal before any write that ran a statement', { ...refusedApply, statementsExecuted: 1 }, /so no statement may have run/],
   ['a refusal before any write in a partial migration run', { ...refusedMigration, mutationStarted: true, uncertain: true, migrationRun: { outcome: 'partial', applied: [applied[0]], planned } }, /database_held_by_other_realm is a refusal before any write/],
   ['a refusal before any write without its migration run', { ...refusedMigration, migrationRun: undefined }, /database_held_by_other_realm needs a failed migration run/],
+  ['a repair run that applied a file', { ...migration, migrationRun: { outcome: 'applied', applied: [applied[0]], planned: repairSequence, repaired } }, /a repair run applies no migration/],
+  ['an applied repair run that names no repair', { ...migration, migrationRun: { outcome: 'applied', applied: [], planned: repairSequence } }, /an applied repair run names the repair it made/],
+  ['a repair named by a run of files', { ...migration, migrationRun: { outcome: 'applied', applied, planned, repaired } }, /reported only by an applied run of a repair sequence/],
+  ['a repair named by a failed run', { ...migration, mutationStarted: false, error: { code: 'repair_refused', message: 'm' }, migrationRun: { outcome: 'failed', applied: [], planned: repairSequence, repaired } }, /reported only by an applied run of a repair sequence/],
+  ['another repair than the sequence approved', { ...migration, migrationRun: { outcome: 'applied', applied: [], planned: repairSequence, repaired: { version: '1', resolution: 'undone' } } }, /not the repair its sequence approved/],
+  ['a repair beside another planned entry', { ...migration, migrationRun: { outcome: 'applied', applied: [], planned: [...repairSequence, planned[1]], repaired } }, /mixes a repair with other entries/],
+  ['a planned repair that is no resolution', { ...migration, migrationRun: { outcome: 'applied', applied: [], planned: [{ ...planned[0], repair: 'forced' }], repaired } }, /migrationRun\.planned\[0\]\.repair is not one of finished, undone/],
+  ['an adoption from an unknown tool', { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, adoptable: { from: 'liquibase', files: applied } } }, /migrationHistory\.adoptable\.from is not an adoption source/],
+  ['an adoption of no file', { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, adoptable: { from: 'goose', files: [] } } }, /migrationHistory\.adoptable lists no file/],
+  ['an adoption with an unknown field', { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, adoptable: { from: 'goose', files: applied, table: 't' } } }, /migrationHistory\.adoptable holds a field this protocol does not define \("table"\)/],
   ['another started apply error that claims nothing changed', { ...refusedApply, error: { code: 'lock_timeout', message: 'm' } }, /mutationStarted disagrees with whether the executor started/],
 ];
 
@@ -232,6 +245,10 @@ t.test('results that break an invariant are neither written nor read', async (t)
   t.equal(resultProblem({ ...valid.observe, ...identity, physicalIdentityKind: 'server-address' }), undefined, 'the weaker kind is a kind');
   t.equal(resultProblem(refusedApply), undefined, 'an apply refused before any write changed nothing');
   t.equal(resultProblem(refusedMigration), undefined, 'so did a migration run refused before any write');
+  const repairRun = { ...valid['migration-apply'], migrationRun: { outcome: 'applied', applied: [], planned: repairSequence, repaired } };
+  t.equal(resultProblem(repairRun), undefined, 'an applied repair run applies no file and names its repair');
+  const adoption = { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, adoptable: { from: 'goose', files: applied } } };
+  t.equal(resultProblem(adoption), undefined, 'a history may name the files an adoption counts as applied');
   t.equal(resultProblem(refusedBeforeStart), undefined, 'a refusal before the start carries no physical identity');
   const refusal = { protocolVersion: 1, operation: 'apply', operationId: ID, childExitCode: -1, error: { code: 'runner_protocol_mismatch', message: 'm' } };
   t.equal(resultProblem(refusal), undefined, 'a refusal before the start needs no flags');

@@ -110,9 +110,11 @@ async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperati
   const current = await currentMigrationPlan(pass, inputs.plan);
   if (!current.ok) return refuse('PlanChanged', current.why);
   if (current.plan.metadata.uid !== claim.planRef?.uid) return refuse('PlanChanged', 'the current plan is not the plan the claim runs');
-  switch (pass.m.spec.policy.apply) {
+  const policy = pass.m.spec.policy.apply;
+  // A repair plan runs only under an approval, whatever the policy (idle.ts).
+  if (policy === 'Always' && !current.plan.spec.repair) return authorized(current.plan);
+  switch (policy) {
     case 'Always':
-      return authorized(current.plan);
     case 'OnApproval': {
       const why = await approvalStillAuthorizes(pass, claim, current.plan);
       return why ? refuse('ApprovalWithdrawn', why) : authorized(current.plan);

@@ -5,7 +5,7 @@
 import type { V1Job } from '@kubernetes/client-node';
 import type { LastRunOutcome, MigrationHistoryStatus, PtahMigrationPlan, PtahMigrationStatus } from '../../shared/api/migration-kinds.js';
 import { parseDuration } from '../../shared/api/duration.js';
-import type { ActiveOperation, RefusedReading } from '../../shared/api/shapes.js';
+import type { ActiveOperation, ObjectRef, RefusedReading } from '../../shared/api/shapes.js';
 import { ADOPTION_REFUSED, isMigrationArtifactRefusal, type MigrationHistory, type MigrationRunOutcome } from '../../shared/executor-report.js';
 import { RUNNER_ERROR, type RunnerResult, type RunnerSummary } from '../../shared/runner-protocol.js';
 import type { RunnerOperation } from '../../shared/runner-env.js';
@@ -14,7 +14,8 @@ import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { readOperationFrame, type FrameRead } from '../evidence.js';
 import { terminationSummaryStandIn } from './evidence.js';
-import { currentVersionOf, migrationPlanFor, publishMigrationPlan, PlanError, versionsText } from './plan.js';
+import { currentVersionOf, migrationPlanFor, migrationRepairPlanFor, publishMigrationPlan, PlanError, versionsText } from './plan.js';
+import { repairText, type MigrationRepair } from '../../shared/migration-repair.js';
 import { retireMigrationClaim } from './retire.js';
 import type { Report } from './status.js';
 import { dispatchedBy } from '../evidence.js';
@@ -41,6 +42,8 @@ interface RunAccount {
   uncertain: boolean;
   outcome?: MigrationRunOutcome;
   appliedVersions: string[];
+  /** An applied repair sequence's repair. */
+  repaired?: MigrationRepair;
   coordinationDigest?: string;
   targetIdentityDigest?: string;
   physicalIdentityDigest?: string;
@@ -80,6 +83,7 @@ function accountOfFrame(result: RunnerResult<'migration-apply'>): RunAccount {
     uncertain: result.uncertain === true,
     outcome: result.migrationRun?.outcome,
     appliedVersions: result.migrationRun?.applied.map((file) => file.version) ?? [],
+    ...(result.migrationRun?.repaired ? { repaired: result.migrationRun.repaired } : {}),
     coordinationDigest: result.coordinationDigest,
     targetIdentityDigest: result.targetIdentityDigest,
     physicalIdentityDigest: result.physicalIdentityDigest,
@@ -99,6 +103,8 @@ function accountOfSummary(summary: RunnerSummary, plan: PtahMigrationPlan | unde
     uncertain: summary.uncertain === true,
     outcome: run?.outcome,
     appliedVersions: agrees ? prefix : [],
+    // A repair sequence's only applied outcome is its repair (runner-protocol.ts).
+    ...(run?.outcome === 'applied' && plan?.spec.repair ? { repaired: { version: plan.spec.repair.version, resolution: plan.spec.repair.resolution } } : {}),
     coordinationDigest: summary.coordinationDigest,
     targetIdentityDigest: summary.targetIdentityDigest,
     physicalIdentityDigest: summary.physicalIdentityDigest,
@@ -163,10 +169,15 @@ export async function harvestMigrationApply(pass: MigrationPass, claim: ActiveOp
     return endPass('Apply recorded unresolved');
   }
   const finishedAt = pass.nowIso();
-  const message = outcome === 'Failed' ? (account.error ?? 'the run changed nothing') : `${outcome}: ${account.appliedVersions.length} migration(s) applied`;
+  const repaired = outcome === 'Applied' ? account.repaired : undefined;
+  const approvedBy = claim.approvalRef ? ` under approval ${claim.approvalRef.name}` : '';
+  const message = outcome === 'Failed' ? (account.error ?? 'the run changed nothing')
+    : repaired ? `${outcome}: the repair ${repairText(repaired)}${approvedBy}, recorded in ptah_migrations.repairs`
+      : `${outcome}: ${account.appliedVersions.length} migration(s) applied`;
+  const done = repaired ? repairText(repaired) : outcome === 'Applied' ? `applied ${versionsText(account.appliedVersions)}` : 'found nothing to apply';
   const report: Report = outcome === 'Failed'
     ? { phase: 'Failed', reason: 'ApplyFailed', message: `operation ${claim.id} changed nothing: ${message}` }
-    : { phase: 'VerifyingHistory', reason: 'VerifyingHistory', message: `operation ${claim.id} ${outcome === 'Applied' ? `applied ${versionsText(account.appliedVersions)}` : 'found nothing to apply'}; reading the history back` };
+    : { phase: 'VerifyingHistory', reason: 'VerifyingHistory', message: `operation ${claim.id} ${done}${approvedBy}; reading the history back` };
   await retireMigrationClaim(pass, {
     disposition: 'accounted',
     why: outcome,
@@ -196,7 +207,10 @@ export async function harvestMigrationApply(pass: MigrationPass, claim: ActiveOp
 /** Why a history cannot be continued by this artifact, if it cannot. */
 function historyBlock(history: MigrationHistory): { reason: string; message: string } | undefined {
   const list = (versions: string[]) => versions.slice(0, 10).join(', ') + (versions.length > 10 ? ', …' : '');
-  if (history.dirty.length > 0) return { reason: 'HistoryDirty', message: `migration ${list(history.dirty)} started without finishing; repair the database and its history by hand` };
+  if (history.dirty.length > 0) {
+    return { reason: 'HistoryDirty', message: `migration ${list(history.dirty)} started without finishing; mend the database, then say what it holds ` +
+      'with kubectl ptah repair (spec.repair), whose plan needs an approval (docs/executor.md, "Recovering a dirty row")' };
+  }
   if (history.modified.length > 0) return { reason: 'HistoryModified', message: `applied migration ${list(history.modified)} no longer has the checksum it was applied with; restore the original file` };
   if (history.missing.length > 0) return { reason: 'HistoryAhead', message: `applied migration ${list(history.missing)} is not in the artifact; the database is ahead of it` };
   if (history.outOfOrder.length > 0) return { reason: 'HistoryOutOfOrder', message: `pending migration ${list(history.outOfOrder)} sorts before the highest applied version` };
@@ -233,6 +247,35 @@ function adoptionText(pass: MigrationPass, history: MigrationHistoryStatus): str
   return pass.m.spec.adoption && history.appliedCount > 0 ? '; spec.adoption is not read: the history already records migrations' : '';
 }
 
+/** A repair spec.repair asks for that this reading does not plan, for a message: "; spec.repair is not read: …". */
+function repairNote(pass: MigrationPass, history: MigrationHistory): string {
+  const repair = pass.m.spec.repair;
+  if (!repair) return '';
+  const dirty = history.dirty.length === 0 ? 'no history row is dirty' : `the dirty row is ${history.dirty.join(', ')}`;
+  return `; spec.repair (migration ${repair.version}) is not read: ${dirty}${history.dirty.length === 0 ? '; remove it' : ''}`;
+}
+
+/** The dirty row spec.repair names, when it is the history's only dirty row. */
+function rowToRepair(pass: MigrationPass, history: MigrationHistory): MigrationHistory['applied'][number] | undefined {
+  const repair = pass.m.spec.repair;
+  if (!repair || history.dirty.length !== 1 || BigInt(history.dirty[0]!) !== BigInt(repair.version)) return undefined;
+  return history.applied.find((row) => row.version === history.dirty[0]);
+}
+
+/** Publishes the plan and reports it; a plan that cannot be made is Blocked with why. */
+async function publishPlan(pass: MigrationPass, planFor: () => PtahMigrationPlan, message: (ref: ObjectRef, plan: PtahMigrationPlan) => string): Promise<{ planRef?: ObjectRef; report: Report }> {
+  try {
+    const plan = planFor();
+    const planRef = await publishMigrationPlan(pass, plan);
+    const report: Report = { phase: 'Planning', reason: 'PlanPublished', message: message(planRef, plan) };
+    if (pass.status.plan?.uid !== planRef.uid) pass.event('Normal', 'PlanPublished', report.message);
+    return { planRef, report };
+  } catch (e) {
+    if (!(e instanceof PlanError)) throw e;
+    return { report: { phase: 'Blocked', reason: 'PlanRefused', message: e.message } };
+  }
+}
+
 /** Harvests a terminal History Job whose claim's inputs still hold. */
 export async function harvestMigrationHistory(pass: MigrationPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
   const read = await readOperationResult(pass, claim, job, 'migration-history');
@@ -258,26 +301,25 @@ export async function harvestMigrationHistory(pass: MigrationPass, claim: Active
 
   let planRef: PtahMigrationStatus['plan'];
   let report: Report;
+  const repairRow = rowToRepair(pass, history);
   if (unresolved && !settles) {
     report = { phase: 'Blocked', reason: 'ApplyOutcomeUnknown', message: unresolvedMessage(unresolved) };
+  } else if (repairRow) {
+    ({ planRef, report } = await publishPlan(pass, () => migrationRepairPlanFor(pass, historyStatus, repairRow, pass.m.spec.repair!),
+      (ref) => `repair plan ${ref.name} ${repairText(pass.m.spec.repair!)}; it runs only once a PtahMigrationApproval names it, whatever spec.policy.apply says`));
   } else if (block) {
-    report = { phase: 'Blocked', ...block };
+    report = { phase: 'Blocked', ...block, message: block.message + repairNote(pass, history) };
   } else if (history.pending.length === 0) {
-    report = { phase: 'InSync', reason: 'HistoryMatched', message: `every migration of the artifact is applied (current version ${historyStatus.currentVersion || 'none'})${adoptionText(pass, historyStatus)}` };
+    report = { phase: 'InSync', reason: 'HistoryMatched', message: `every migration of the artifact is applied (current version ${historyStatus.currentVersion || 'none'})` +
+      adoptionText(pass, historyStatus) + repairNote(pass, history) };
   } else {
-    try {
-      const plan = migrationPlanFor(pass, historyStatus, history.pending)!;
-      planRef = await publishMigrationPlan(pass, plan);
+    ({ planRef, report } = await publishPlan(pass, () => migrationPlanFor(pass, historyStatus, history.pending)!, (ref, plan) => {
       const planned = plan.spec.migrations.map((m) => m.version);
       const rest = history.pending.length - planned.length;
-      report = { phase: 'Planning', reason: 'PlanPublished', message: `plan ${planRef.name} applies ${versionsText(planned)}` +
+      return `plan ${ref.name} applies ${versionsText(planned)}` +
         (rest > 0 ? `, the first ${planned.length} of ${history.pending.length} pending; the other ${rest} are planned once these are applied` : '') +
-        adoptionText(pass, historyStatus) };
-      if (pass.status.plan?.uid !== planRef.uid) pass.event('Normal', 'PlanPublished', report.message);
-    } catch (e) {
-      if (!(e instanceof PlanError)) throw e;
-      report = { phase: 'Blocked', reason: 'PlanRefused', message: e.message };
-    }
+        adoptionText(pass, historyStatus) + repairNote(pass, history);
+    }));
   }
   await retireMigrationClaim(pass, {
     disposition: 'accounted',

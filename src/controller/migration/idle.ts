@@ -110,13 +110,14 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
       return report(pass, { phase: 'Failed', reason: 'ApplyFailed', message: `operation ${lastRun.operationID} changed nothing: ${lastRun.message ?? 'it failed'}` }, 'waiting to retry after a failed run', retryAt - pass.now().getTime());
     }
   }
-  if (policy === 'OnApproval') {
+  // A repair says what the database holds, which only a person can know: it always needs an approval.
+  if (policy === 'OnApproval' || plan.spec.repair) {
     const approval = await findMigrationApproval(pass, plan);
     if (!approval) {
       return report(pass, {
         phase: 'AwaitingApproval',
         reason: 'AwaitingApproval',
-        message: `plan ${plan.metadata.name} applies ${versions}; create a PtahMigrationApproval naming it (uid ${plan.metadata.uid}, fingerprint ${plan.spec.fingerprint})`,
+        message: `plan ${plan.metadata.name} ${plan.spec.repair ? '' : 'applies '}${versions}; create a PtahMigrationApproval naming it (uid ${plan.metadata.uid}, fingerprint ${plan.spec.fingerprint})`,
       }, 'awaiting approval', nextReading);
     }
     return claimMigrationApply(pass, plan, approval);

@@ -9,6 +9,7 @@ import type { ObjectRef } from '../../shared/api/shapes.js';
 import { canonicalJson, digest } from '../../shared/canonical.js';
 import { DEFAULT_MIGRATION_FORMAT } from '../../shared/migration-format.js';
 import { adoptionEnvValue } from '../../shared/migration-adoption.js';
+import { repairText, type MigrationRepair } from '../../shared/migration-repair.js';
 import { isAlreadyExists } from '../../shared/kube-client.js';
 import type { MigrationPass } from './context.js';
 
@@ -16,16 +17,17 @@ const NAME_PREFIX = 'ptah-mplan-';
 
 /**
  * Digest of the policy a plan is bound to: whether and how it may run, how the artifact is read (its format
- * decides the up SQL and the transactions) and what it adopts. The default format and no adoption are left out, so
- * plans published before either existed keep their fingerprints.
+ * decides the up SQL and the transactions), what it adopts and what repair it asks for. The default format, no
+ * adoption and no repair are left out, so plans published before any of them existed keep their fingerprints.
  */
 export function migrationPolicyFingerprint(m: PtahMigration): string {
   const { apply, lockTimeout } = m.spec.policy;
-  const { artifact: { format }, adoption } = m.spec;
+  const { artifact: { format }, adoption, repair } = m.spec;
   return digest({
     version: 1, apply, lockTimeout,
     ...(format === DEFAULT_MIGRATION_FORMAT ? {} : { format }),
     ...(adoption ? { adoption: adoptionEnvValue(adoption) } : {}),
+    ...(repair ? { repair: { version: repair.version, resolution: repair.resolution } } : {}),
   });
 }
 
@@ -77,8 +79,9 @@ export function versionsText(versions: readonly string[]): string {
   return versions.length <= 10 ? versions.join(', ') : `${versions[0]} … ${versions[versions.length - 1]} (${versions.length} files)`;
 }
 
-/** What a plan does, for a message: the files it applies, and those it records as applied by another tool. */
+/** What a plan does, for a message: the files it applies, and those it records as applied by another tool, or its repair. */
 export function planText(plan: PtahMigrationPlan): string {
+  if (plan.spec.repair) return repairText(plan.spec.repair);
   const adopted = plan.spec.adopted;
   return versionsText(plan.spec.migrations.map((m) => m.version)) + (adopted
     ? ` and records ${adopted.count} file(s) (${adopted.firstVersion} … ${adopted.lastVersion}) as applied by ${adopted.from}, without running them`
@@ -100,7 +103,11 @@ export function migrationPlanFor(pass: MigrationPass, history: MigrationHistoryS
   // One plan carries the first MAX_PLANNED_MIGRATIONS pending files; the executor applies exactly those, and the
   // reading after them plans the next ones.
   const planned = pending.slice(0, MAX_PLANNED_MIGRATIONS);
-  const body: PlanBody = { ...bindings, migrations: planned.map(({ version, name, checksum }) => ({ version, name, checksum })) };
+  return planObject(pass, { ...bindings, migrations: planned.map(({ version, name, checksum }) => ({ version, name, checksum })) });
+}
+
+/** The plan object for a body: named after its fingerprint, owned by the migration. */
+function planObject(pass: MigrationPass, body: PlanBody): PtahMigrationPlan {
   const fingerprint = fingerprintOf(body);
   return {
     apiVersion: API_VERSION,
@@ -113,6 +120,16 @@ export function migrationPlanFor(pass: MigrationPass, history: MigrationHistoryS
     },
     spec: { ...body, fingerprint, createdAt: pass.nowIso() },
   };
+}
+
+/**
+ * The repair plan for a reading whose only dirty row is the one spec.repair names: no migration, the row's version
+ * and checksum, and the resolution. It runs only with an approval, whatever spec.policy.apply says (idle.ts).
+ */
+export function migrationRepairPlanFor(pass: MigrationPass, history: MigrationHistoryStatus, row: { version: string; checksum: string }, repair: MigrationRepair): PtahMigrationPlan {
+  const bindings = bindingsNow(pass, history);
+  if (!bindings) throw new PlanError('a plan needs a pinned artifact, a reading and an execution binding');
+  return planObject(pass, { ...bindings, migrations: [], repair: { version: row.version, checksum: row.checksum, resolution: repair.resolution } });
 }
 
 /** Creates the plan, or finds the one already published under its name; either way returns it by name and UID. */

@@ -17,8 +17,11 @@ import { acquireWriterLocks, connectWriter } from '../writer-lock.js';
 import { assertRunnable, readMigrationSources, type MigrationSource } from './files.js';
 import { computeHistory, orderOf, pendingSources, readApplied, toMigrationFile, type Adopted } from './history.js';
 import type { MigrationAdoption } from '../../shared/migration-adoption.js';
+import { isRepairResolution, type MigrationRepair } from '../../shared/migration-repair.js';
+import { sequenceEntry, sequenceRepair, sequenceShapeProblem, type ExpectedMigration } from '../../shared/runner-protocol.js';
+import { refuseUnlessRepairable, repairDirtyRow, type ApprovedRepair } from './repair.js';
 
-type ApprovedStep = { version: string; checksum: string };
+type ApprovedStep = ExpectedMigration;
 
 export async function migrationHistory(env: Env, context: CommandContext): Promise<MigrationHistoryReport> {
   const sources = readMigrationSources(requireEnv(env, 'artifactDir'), migrationFormat(env));
@@ -45,8 +48,10 @@ export async function migrationApply(env: Env, context: CommandContext): Promise
   // Read first, so that every report below, a refusal too, names the approval it was held to; a sequence that
   // cannot be read is run.ts's error report, with no approval to name.
   const planned = readApprovedSequence(requireEnv(env, 'expectedSequenceFile'));
-  const report: Reporter = (outcome, applied, error, failedVersion) =>
-    ({ command: 'migration-apply', outcome, applied, planned, ...(error ? { error } : {}), ...(failedVersion ? { failedVersion } : {}) });
+  const report: Reporter = (outcome, applied, error, failedVersion, repaired) => ({
+    command: 'migration-apply', outcome, applied, planned,
+    ...(error ? { error } : {}), ...(failedVersion ? { failedVersion } : {}), ...(repaired ? { repaired } : {}),
+  });
   // Everything that throws below happens before the first file starts, so a thrown failure changed nothing.
   try {
     return await applyUnderLock(applyRun(env, planned, report), context);
@@ -71,7 +76,7 @@ function applyRun(env: Env, planned: ApprovedStep[], report: Reporter): ApplyRun
   };
 }
 
-type Reporter = (outcome: MigrationRunOutcome, applied: MigrationFile[], error?: ExecutorError, failedVersion?: string) => MigrationRunReport;
+type Reporter = (outcome: MigrationRunOutcome, applied: MigrationFile[], error?: ExecutorError, failedVersion?: string, repaired?: MigrationRepair) => MigrationRunReport;
 
 interface ApplyRun {
   dbUrl: string;
@@ -149,6 +154,8 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
     const lock = await acquireWriterLocks(client, run.coordinationDigest, run.timeoutMs);
     try {
       const recorded = await readApplied(client, sources, run.adoption);
+      const repair = sequenceRepair(run.planned);
+      if (repair) return await repairUnderLock(client, { ...repair, checksum: run.planned[0]!.checksum }, computeHistory(sources, recorded), run);
       const pending = pendingSources(sources, recorded);
       // The fingerprint covers the adopted files, so an adoption that moved since the approval is refused here.
       refuseUnlessApproved(computeHistory(sources, recorded), pending, run);
@@ -186,6 +193,14 @@ async function applyUnderLock(run: ApplyRun, context: CommandContext): Promise<M
     stop.dispose();
     await disconnect(client);
   }
+}
+
+/** A repair sequence's run: the dirty row's repair, and no migration (repair.ts). */
+async function repairUnderLock(client: Db, repair: ApprovedRepair, history: MigrationHistory, run: ApplyRun): Promise<MigrationRunReport> {
+  refuseUnlessRepairable(history, repair, run.expectedFingerprint);
+  const result = await repairDirtyRow(client, repair, run.operationId);
+  const made = { version: repair.version, resolution: repair.resolution };
+  return result.kind === 'repaired' ? run.report('applied', [], undefined, undefined, made) : run.report('unknown', [], result.error.toReport(), repair.version);
 }
 
 /** What a run was approved for, as refuseUnlessApproved holds it to the history. */
@@ -264,13 +279,17 @@ export function readApprovedSequence(path: string): ApprovedStep[] {
     throw new ExecutorFailure('invalid_input', `cannot read the approved sequence (${name}): ${errorMessage(err)}`);
   }
   if (!Array.isArray(parsed)) throw new ExecutorFailure('invalid_input', `the approved sequence (${name}) must be a JSON array of {version, checksum}`);
-  return parsed.map((step: unknown, i) => {
-    const { version, checksum } = (step ?? {}) as Record<string, unknown>;
-    if (typeof version !== 'string' || !/^[0-9]{1,30}$/.test(version) || !isDigest(checksum)) {
-      throw new ExecutorFailure('invalid_input', `the approved sequence (${name}) entry ${i} must be {version: digits, checksum: sha256:<hex>}`);
+  const sequence = parsed.map((step: unknown, i): ApprovedStep => {
+    const { version, checksum, repair } = (step ?? {}) as Record<string, unknown>;
+    if (typeof version !== 'string' || !/^[0-9]{1,30}$/.test(version) || !isDigest(checksum) || (repair !== undefined && !isRepairResolution(repair))) {
+      throw new ExecutorFailure('invalid_input', `the approved sequence (${name}) entry ${i} must be {version: digits, checksum: sha256:<hex>}, ` +
+        'with repair: finished | undone for a repair');
     }
-    return { version, checksum };
+    return sequenceEntry({ version, checksum, ...(repair === undefined ? {} : { repair }) });
   });
+  const shape = sequenceShapeProblem(sequence);
+  if (shape) throw new ExecutorFailure('invalid_input', `the approved sequence (${name}) ${shape}`);
+  return sequence;
 }
 
 // Each file starts from the session's defaults: a SET in one file must not change how the next one runs.

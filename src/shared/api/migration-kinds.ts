@@ -2,6 +2,7 @@
 // that authorize an Apply, and the acknowledgments by which a person settles a run nobody could account for.
 import { DEFAULT_MIGRATION_FORMAT, MIGRATION_FORMATS } from '../migration-format.js';
 import { ADOPTION_SOURCES, BASELINE_VERSION_PATTERN, HISTORY_TABLE_PATTERN } from '../migration-adoption.js';
+import { REPAIR_RESOLUTIONS } from '../migration-repair.js';
 import { acknowledgmentKind } from './acknowledgment-kind.js';
 import { approvalKind } from './approval-kind.js';
 import { duration } from './duration.js';
@@ -105,11 +106,26 @@ const adoptedFiles = object(
   { description: 'Files spec.adoption counts as applied, not yet recorded; the history fingerprint binds exactly which.' },
 );
 
+const repairFields = {
+  version: migrationVersion(),
+  resolution: oneOf(REPAIR_RESOLUTIONS, {
+    description: 'finished: the file\'s remaining statements were run by hand, so its row is marked applied; undone: what it did was ' +
+      'reversed by hand, so its row is removed and the file runs again.',
+  }),
+};
+
+const migrationRepair = object(repairFields, {
+  description: 'Repair the dirty history row of a no-transaction file that stopped partway, once a person has mended the database: the ' +
+    'reading proposes the repair in a plan, which always needs an approval, and the approved Apply records it in ptah_migrations.repairs ' +
+    '(docs/executor.md).',
+});
+
 export const ptahMigrationSpec = object(
   {
     target: databaseTarget,
     artifact: migrationArtifactSource,
     adoption: optional(migrationAdoption),
+    repair: optional(migrationRepair),
     policy: withDefault(migrationPolicy, {}),
     interval: interval(),
     execution: withDefault(executionSpec, {}),
@@ -233,10 +249,13 @@ export type PlannedMigration = Static<typeof plannedMigration>;
 export const ptahMigrationPlanSpec = object({
   migrationRef: objectRef,
   fingerprint: sha256('The approval identity: digest of every binding below.'),
-  migrations: array(plannedMigration, { minItems: 1, maxItems: MAX_PLANNED_MIGRATIONS, description: 'Execution order.' }),
+  migrations: array(plannedMigration, { maxItems: MAX_PLANNED_MIGRATIONS, description: 'Execution order; empty in a repair plan.' }),
   historyFingerprint: sha256('The reading the plan was computed from.'),
   currentVersion: currentVersion(),
   adopted: optional(adoptedFiles),
+  repair: optional(object({ ...repairFields, checksum: sha256('The dirty row’s checksum: the file it started.') }, {
+    description: 'A repair plan: the dirty row spec.repair names, and what the approved Apply does to it; it runs no migration.',
+  })),
   artifactDigest: sha256(),
   coordinationDigest: sha256(),
   targetIdentityDigest: sha256(),
@@ -245,6 +264,11 @@ export const ptahMigrationPlanSpec = object({
   verificationPolicyDigest: sha256(),
   executionBindingID: bindingEpoch(),
   createdAt: timestamp(),
+}, {
+  rules: [{
+    rule: 'has(self.repair) ? size(self.migrations) == 0 && !has(self.adopted) : size(self.migrations) > 0',
+    message: 'a plan runs at least one migration, or is a repair plan, which runs none and adopts nothing',
+  }],
 });
 export type PtahMigrationPlanSpec = Static<typeof ptahMigrationPlanSpec>;
 

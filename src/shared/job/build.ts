@@ -21,6 +21,8 @@ import { snapshotProblem, type SnapshotLike } from '../podintent.js';
 import { chunkFileName, chunkNamesFor, PLAN_CHUNK_KEY, PlanStoreError } from '../planstore.js';
 import { DEFAULT_MIGRATION_FORMAT, type MigrationFormat } from '../migration-format.js';
 import { adoptionEnvValue, type MigrationAdoption } from '../migration-adoption.js';
+import { isRepairResolution } from '../migration-repair.js';
+import { expectedSequenceDigest, sequenceEntry, sequenceShapeProblem, type ExpectedMigration } from '../runner-protocol.js';
 import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
 import {
   declaredMetadataProblem,
@@ -129,10 +131,8 @@ export interface ManagerIdentity {
   runnerProtocolVersion: number;
 }
 
-export interface MigrationStep {
-  version: string;
-  checksum: string;
-}
+/** A step of the approved sequence: a file, or a dirty row's repair (runner-protocol.ts). */
+export type MigrationStep = ExpectedMigration;
 
 /** What the runner holds the run to, besides the claim. */
 export interface JobBindings {
@@ -411,8 +411,11 @@ function checkReferences(input: OperationJobInput, runnerOperation: RunnerOperat
     for (const step of sequence) {
       if (!step.version || !step.checksum) throw new JobBuildError('InvalidBinding', 'a migration in the sequence has no version or checksum');
       if (versions.has(step.version)) throw new JobBuildError('InvalidBinding', `migration ${step.version} appears twice in the sequence`);
+      if (step.repair !== undefined && !isRepairResolution(step.repair)) throw new JobBuildError('InvalidBinding', `migration ${step.version}'s repair is not a resolution`);
       versions.add(step.version);
     }
+    const shape = sequenceShapeProblem(sequence);
+    if (shape) throw new JobBuildError('InvalidBinding', `the migration sequence ${shape}`);
   }
 }
 
@@ -537,10 +540,10 @@ function environment(input: OperationJobInput, runnerOperation: RunnerOperation,
   }
   if (runnerOperation === 'migration-apply') {
     // Canonical JSON, so the runner can check the value against its digest byte for byte.
-    const sequence = bindings.migrationSequence!.map(({ version, checksum }) => ({ version, checksum }));
+    const sequence = bindings.migrationSequence!.map(sequenceEntry);
     env.push(
       value(RUNNER_ENV.expectedMigrationSequence, canonicalJson(sequence)),
-      value(RUNNER_ENV.expectedMigrationSequenceDigest, digest(sequence)),
+      value(RUNNER_ENV.expectedMigrationSequenceDigest, expectedSequenceDigest(sequence)),
       value(RUNNER_ENV.expectedHistoryFingerprint, bindings.historyFingerprint!),
     );
   }

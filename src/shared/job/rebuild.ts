@@ -14,6 +14,7 @@ import {
 } from './build.js';
 import type { MigrationFormat } from '../migration-format.js';
 import type { MigrationAdoption } from '../migration-adoption.js';
+import type { RepairResolution } from '../migration-repair.js';
 import { familyOfKind, JOB_ANNOTATIONS, OWNER_API_VERSION } from './metadata.js';
 import { runnerOperationFor } from './operations.js';
 
@@ -60,6 +61,8 @@ export interface SchemaApplyPlan extends PlanIdentity {
 export interface MigrationApplyPlan extends PlanIdentity {
   spec: {
     migrations: readonly { version: string; checksum: string }[];
+    /** A repair plan's repair of a dirty row; its sequence is that one entry. */
+    repair?: { version: string; checksum: string; resolution: RepairResolution };
     historyFingerprint: string;
     coordinationDigest: string;
     targetIdentityDigest: string;
@@ -122,7 +125,9 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
       bindings = {
         ...bindings,
         expectedTargetIdentityDigest: plan.spec.targetIdentityDigest,
-        migrationSequence: plan.spec.migrations.map(({ version, checksum }) => ({ version, checksum })),
+        migrationSequence: plan.spec.repair
+          ? [{ version: plan.spec.repair.version, checksum: plan.spec.repair.checksum, repair: plan.spec.repair.resolution }]
+          : plan.spec.migrations.map(({ version, checksum }) => ({ version, checksum })),
         historyFingerprint: plan.spec.historyFingerprint,
       };
     }
