@@ -161,6 +161,14 @@ t.test('the API server refuses bad PtahMigrations with the CRD\'s own messages a
       message: invalid('adoption-unknown-tool', 'spec.adoption.from: Unsupported value: "liquibase": supported values: "golang-migrate", "goose", "dbmate", "flyway", "baseline"'),
     },
     {
+      name: 'repair-forced', what: 'a repair that is no resolution', spec: { repair: { version: '2', resolution: 'forced' } },
+      message: invalid('repair-forced', 'spec.repair.resolution: Unsupported value: "forced": supported values: "finished", "undone"'),
+    },
+    {
+      name: 'repair-no-version', what: 'a repair of a version that is not digits', spec: { repair: { version: 'v2', resolution: 'undone' } },
+      message: invalid('repair-no-version', `spec.repair.version: Invalid value: "v2": spec.repair.version in body should match '^[0-9]{1,32}$'`),
+    },
+    {
       name: 'lock-outlives-job', what: 'a lock timeout longer than the Job deadline', spec: { policy: { lockTimeout: '10m' }, execution: { activeDeadlineSeconds: 60 } },
       message: invalid('lock-outlives-job', 'spec: Invalid value: policy.lockTimeout must not exceed execution.activeDeadlineSeconds'),
     },
@@ -181,6 +189,7 @@ t.test('the API server refuses bad PtahMigrations with the CRD\'s own messages a
     { name: 'goose-format', what: 'a goose directory', spec: { artifact: { ...ARTIFACT_SOURCE, format: 'goose' } } },
     { name: 'adopt-baseline', what: 'a baseline adoption', spec: { adoption: { from: 'baseline', baselineVersion: '240' } } },
     { name: 'adopt-goose-table', what: 'a goose adoption of a schema-qualified table', spec: { adoption: { from: 'goose', table: 'ops.goose_db_version' } } },
+    { name: 'repair-finished', what: 'a repair of row 2, finished by hand', spec: { repair: { version: '2', resolution: 'finished' } } },
     { name: 'lock-within-job', what: 'a lock timeout equal to the Job deadline', spec: { policy: { lockTimeout: '60s' }, execution: { activeDeadlineSeconds: 60 } } },
   ];
   for (const row of accepted) {
@@ -201,6 +210,41 @@ t.test('defaults are filled in on a minimal valid PtahMigration', async (t) => {
     execution: { activeDeadlineSeconds: 900, failureRetryInterval: '30s', connectTimeout: '10s' },
     suspend: false,
   }, 'the stored spec carries every default');
+});
+
+/** A PtahMigrationPlan's spec as the manager publishes it, planning file 2 unless `change` says otherwise. */
+function migrationPlanSpec(ref: { name: string; uid: string }, change: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    migrationRef: ref, fingerprint: d('fingerprint'), migrations: [{ version: '2', name: 'add_index', checksum: d('m2') }], historyFingerprint: d('history'),
+    currentVersion: '1', artifactDigest: d('artifact'), coordinationDigest: d('realm'), targetIdentityDigest: d('target'), policyFingerprint: d('policy'),
+    verificationPolicyUID: 'uid-of-policy', verificationPolicyDigest: d('policy content'), executionBindingID: `v1-${'a'.repeat(32)}`, createdAt: '2030-01-01T00:00:00Z',
+    ...change,
+  };
+}
+
+t.test('a PtahMigrationPlan runs at least one migration, or is a repair plan that runs none and adopts nothing', async (t) => {
+  const ns = await testNamespace(t);
+  const ref = { name: 'orders', uid: 'uid-of-orders' };
+  const repair = { version: '2', checksum: d('m2'), resolution: 'finished' };
+  const adopted = { from: 'goose', count: 1, firstVersion: '1', lastVersion: '1' };
+  const create = (name: string, change: Record<string, unknown>) =>
+    admin.create({ apiVersion: API_VERSION, kind: 'PtahMigrationPlan', metadata: { name, namespace: ns }, spec: migrationPlanSpec(ref, change) } as KubeObject);
+  const rule = 'spec: Invalid value: a plan runs at least one migration, or is a repair plan, which runs none and adopts nothing';
+  const refused: [string, string, Record<string, unknown>, string][] = [
+    ['empty', 'a plan of no migration and no repair', { migrations: [] }, rule],
+    ['repair-and-files', 'a repair plan that also runs a file', { repair }, rule],
+    ['repair-and-adoption', 'a repair plan that adopts', { migrations: [], repair, adopted }, rule],
+    ['repair-forced', 'a repair that is no resolution', { migrations: [], repair: { ...repair, resolution: 'forced' } }, 'spec.repair.resolution: Unsupported value: "forced": supported values: "finished", "undone"'],
+  ];
+  for (const [name, what, change, message] of refused) {
+    const error = await refusal(t, create(name, change), what);
+    if (!error) continue;
+    t.equal(error.code, 422, `${what}: 422 Invalid`);
+    t.match(error.status.message ?? '', message, `${what}: the CRD's message`);
+  }
+  t.ok((await create('files', {})).metadata?.uid, 'a plan of files is stored');
+  t.ok((await create('repair', { migrations: [], repair })).metadata?.uid, 'a repair plan of no file is stored');
+  t.ok((await create('undone', { migrations: [], repair: { ...repair, resolution: 'undone' } })).metadata?.uid, 'and so is one that undoes');
 });
 
 t.test('the immutable kinds refuse a spec edit with their own message, and still take labels and status', async (t) => {
@@ -231,11 +275,7 @@ t.test('the immutable kinds refuse a spec edit with their own message, and still
     },
     {
       kind: 'PtahMigrationPlan',
-      spec: {
-        migrationRef: ref, fingerprint: d('fingerprint'), migrations: [{ version: '2', name: 'add_index', checksum: d('m2') }], historyFingerprint: d('history'),
-        currentVersion: '1', artifactDigest: d('artifact'), coordinationDigest: d('realm'), targetIdentityDigest: d('target'), policyFingerprint: d('policy'),
-        verificationPolicyUID: 'uid-of-policy', verificationPolicyDigest: d('policy content'), executionBindingID: `v1-${'a'.repeat(32)}`, createdAt: '2030-01-01T00:00:00Z',
-      },
+      spec: migrationPlanSpec(ref),
       edit: { currentVersion: '0' },
       message: 'a plan is immutable; publish a new plan instead',
     },
