@@ -128,6 +128,10 @@ export function nextPass(resource: PtahResource, now: Date = new Date()): string
   // A refusal mended outside the cluster (a role, an extension, the other tool's history table) is read again in time.
   const readAgain = (reason === 'AdoptionRefused' || reason === 'ReadingRefused') && status.nextReconciliationTime;
   if (status.phase === 'Blocked' && readAgain) return `stays Blocked (${reason}) until ${readAgain}, then reads the database again (at once when the spec or what it names changes)`;
+  if (status.phase === 'Blocked' && reason === 'HistoryDirty') {
+    return 'stays Blocked (HistoryDirty) until spec.repair names the dirty row (kubectl ptah repair, once the database is mended); ' +
+      'then it reads the history again and publishes a repair plan, which runs only once approved';
+  }
   if (status.phase === 'Blocked') return `stays Blocked (${reason ?? 'no reason recorded'}) until the spec or what it names changes`;
   if (status.phase === 'Failed') return `retries after spec.execution.failureRetryInterval${status.nextReconciliationTime ? ` (not before ${status.nextReconciliationTime})` : ''}`;
   if (resource.kind === 'PtahSchema' && resource.status?.phase === 'ReadyToApply') return `claims the Apply of plan ${resource.status.plan?.name ?? '(none named)'}`;

@@ -198,4 +198,7 @@ t.test('a refused artifact is an obligation explain names, with what to change',
   t.same(obligationsOf(adoption), ['A refused adoption (status.refusedReading): a History reading refused spec.adoption (adoption_refused: no table goose_db_version in the search_path (public)); ' +
     'the other tool\'s history is read again at 2026-12-01T12:10:00Z, or at once when the artifact or the spec changes.'], 'a refused adoption is read again in time, unlike a refused artifact');
   t.equal(nextPass(adoption, NOW), 'stays Blocked (AdoptionRefused) until 2026-12-01T12:10:00Z, then reads the database again (at once when the spec or what it names changes)');
+  const dirty = migration({ phase: 'Blocked', conditions: [ready('False', 'HistoryDirty')] });
+  t.equal(nextPass(dirty, NOW), 'stays Blocked (HistoryDirty) until spec.repair names the dirty row (kubectl ptah repair, once the database is mended); ' +
+    'then it reads the history again and publishes a repair plan, which runs only once approved', 'a dirty history names the repair');
 });
