@@ -22,15 +22,19 @@ async function history(db: Database, dir: string): Promise<NonNullable<Migration
   return report.history;
 }
 
+/** An apply of `dir` approved for `sequence` on the history `fingerprint` names. */
+function applyApproved(t: Test, db: Database, dir: string, label: string, sequence: unknown[], fingerprint: string): Promise<MigrationRunReport> {
+  const env: ExecutorEnv = {
+    dbUrl: db.url, artifactDir: dir, operationId: operationId(label), coordinationDigest: COORDINATION_DIGEST,
+    expectedSequenceFile: jsonFile(t, sequence), expectedHistoryFingerprint: fingerprint,
+  };
+  return runExecutor<MigrationRunReport>('migration-apply', env);
+}
+
 /** An apply approved for what the history shows pending now. */
 async function apply(t: Test, db: Database, dir: string, label: string): Promise<MigrationRunReport> {
   const h = await history(db, dir);
-  const env: ExecutorEnv = {
-    dbUrl: db.url, artifactDir: dir, operationId: operationId(label), coordinationDigest: COORDINATION_DIGEST,
-    expectedSequenceFile: jsonFile(t, h.pending.map((p) => ({ version: p.version, checksum: p.checksum }))),
-    expectedHistoryFingerprint: h.fingerprint,
-  };
-  return runExecutor<MigrationRunReport>('migration-apply', env);
+  return applyApproved(t, db, dir, label, h.pending.map((p) => ({ version: p.version, checksum: p.checksum })), h.fingerprint);
 }
 
 const rows = (db: Database) => db.query<{ version: string; dirty: boolean; finished: boolean }>(
@@ -113,11 +117,7 @@ async function repair(t: Test, db: Database, dir: string, label: string,
   step: { version: string; resolution: string; checksum?: string }, fingerprint?: string): Promise<MigrationRunReport> {
   const h = await history(db, dir);
   const checksum = step.checksum ?? h.applied.find((a) => a.version === step.version)?.checksum ?? 'sha256:' + '0'.repeat(64);
-  return runExecutor<MigrationRunReport>('migration-apply', {
-    dbUrl: db.url, artifactDir: dir, operationId: operationId(label), coordinationDigest: COORDINATION_DIGEST,
-    expectedSequenceFile: jsonFile(t, [{ version: step.version, checksum, repair: step.resolution }]),
-    expectedHistoryFingerprint: fingerprint ?? h.fingerprint,
-  });
+  return applyApproved(t, db, dir, label, [{ version: step.version, checksum, repair: step.resolution }], fingerprint ?? h.fingerprint);
 }
 
 const repairs = async (db: Database) => (await db.query<{ exists: boolean }>("SELECT to_regclass('ptah_migrations.repairs') IS NOT NULL AS exists"))[0]!.exists
@@ -186,11 +186,8 @@ t.test('a repair sequence changes nothing unless the history is the one it was a
     t.same([run.outcome, run.error?.code, run.repaired], ['failed', code, undefined], `${what}: refused ${code}`);
     t.match(run.error?.message, message, `${what}: the message says why`);
   }
-  const mixed = await runExecutor<MigrationRunReport>('migration-apply', {
-    dbUrl: db.url, artifactDir: dir, operationId: operationId('seqrefuse-mixed'), coordinationDigest: COORDINATION_DIGEST,
-    expectedSequenceFile: jsonFile(t, [{ version: '2', checksum: 'sha256:' + 'c'.repeat(64), repair: 'finished' }, { version: '3', checksum: 'sha256:' + 'd'.repeat(64) }]),
-    expectedHistoryFingerprint: old,
-  });
+  const mixed = await applyApproved(t, db, dir, 'seqrefuse-mixed',
+    [{ version: '2', checksum: 'sha256:' + 'c'.repeat(64), repair: 'finished' }, { version: '3', checksum: 'sha256:' + 'd'.repeat(64) }], old);
   t.equal(mixed.error?.code, 'invalid_input', 'a repair beside another entry is not a sequence');
   t.same(await rows(db), before, 'row 2 is still dirty, nothing else changed');
   t.same(await repairs(db), [], 'and no repair is recorded');
