@@ -1,7 +1,7 @@
 // The suite's runner (`npm test`, or `npx tsx test/run.ts [tap flags] [test files]`): brings dist/ up to date, starts
 // one PostgreSQL server for the whole run, runs tap over the files that need only PostgreSQL while it builds (when not
 // cached) and starts the control plane and the fake kubelet, then over the rest with the stack's environment while it
-// builds the helm CLI when it is not cached, stops everything, and prints as its
+// builds the helm CLI and the OCI registry when they are not cached, stops everything, and prints as its
 // last line `N passed, M failed`, counted from tap's raw TAP so a file that crashed still counts. Exits non-zero when
 // anything failed, including the stack itself.
 import { spawn } from 'node:child_process';
@@ -9,6 +9,7 @@ import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { buildDist } from '../tools/stack/build.js';
 import { buildHelmAside } from '../tools/stack/helm.js';
+import { buildRegistryAside } from '../tools/stack/registry.js';
 import { defaultImages } from '../tools/stack/kubelet/images.js';
 import { REPO_ROOT } from '../tools/stack/paths.js';
 import { onInterrupt, trackGroup } from '../tools/stack/processes.js';
@@ -123,6 +124,12 @@ const helmBuilt = binaries?.catch(() => undefined).then(() => buildHelmAside()).
   helmFailure = 1;
   say(`helm could not be built; the chart's tests fail: ${(e as Error).message}`);
 });
+// The OCI registry and crane (about a minute of compiling, the first time), the same way, after helm's build.
+let registryFailure = 0;
+const registryBuilt = helmBuilt?.then(() => buildRegistryAside()).then(() => undefined, (e: unknown) => {
+  registryFailure = 1;
+  say(`the registry could not be built; the OCI artifact tests fail: ${(e as Error).message}`);
+});
 
 /** Sets PostgreSQL's priority; a refusal is said and changes nothing else (the run goes on at the priority it has). */
 function postgresPriority(nice: number): boolean {
@@ -163,15 +170,17 @@ if (stackStart) {
   runs.push(await runTap([...flags, ...late], stack?.env ?? postgresEnv));
 }
 await helmBuilt;
+await registryBuilt;
 const counts = sumCounts(runs.map((run) => run.counts));
 const failures = [...counts.failures];
 if (buildFailure) failures.push('npm run build failed (its output is above)');
 if (helmFailure) failures.push('tools/helm/build.sh failed (its output is above)');
+if (registryFailure) failures.push('tools/registry/build.sh failed (its output is above)');
 if (stackFailure) failures.push('the test stack (PostgreSQL, control plane, fake kubelet) did not start');
 // tap failed but said nothing countable (it could not start, or died before writing any TAP).
 const silentTapFailure = runs.filter((run) => run.exitCode !== 0 && run.counts.failed === 0).length;
 if (silentTapFailure) failures.push(`tap exited with a failure status without reporting a failed test (${silentTapFailure} of ${runs.length} runs)`);
-const failed = counts.failed + buildFailure + helmFailure + stackFailure + silentTapFailure;
+const failed = counts.failed + buildFailure + helmFailure + registryFailure + stackFailure + silentTapFailure;
 
 if (stack) {
   say(`memory at end: ${await formatMemory(stack)}`);

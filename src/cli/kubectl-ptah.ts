@@ -25,6 +25,10 @@ Commands:
                                                mended the database: R is finished (you ran the file's remaining
                                                statements) or undone (you reversed what it did); the repair plan
                                                then needs an approval (kubectl ptah approve)
+  push <directory> <reference>                 pack a directory (a schema.sql, or a migration directory's files) as
+                                               an artifact and push it to <registry>/<repository>:<tag>; prints
+                                               the reference pinned to its digest, for spec.desired.oci or
+                                               spec.artifact.oci
 
 Flags:
   -n, --namespace NS     the namespace (default: the current context's, else "default")
@@ -33,6 +37,10 @@ Flags:
   -o, --output FORMAT    plan output: yaml or sql
       --version V        repair: the dirty row's migration version
       --resolution R     repair: finished or undone
+      --annotation K=V   push: a manifest annotation (repeatable), e.g. org.opencontainers.image.source=URL
+      --registry-config FILE  push: the Docker config holding the registry's credentials
+                         (default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json)
+      --ca-file FILE     push: PEM certificates to trust for the registry, beside the system's
       --kubeconfig FILE  the kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
   -h, --help             this text
 `;
@@ -66,6 +74,9 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
         output: { type: 'string', short: 'o' },
         version: { type: 'string' },
         resolution: { type: 'string' },
+        annotation: { type: 'string', multiple: true },
+        'registry-config': { type: 'string' },
+        'ca-file': { type: 'string' },
         kubeconfig: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -87,11 +98,15 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
   };
   try {
     if (!command) throw new CliError('no command given', 2);
-    if (!isCommand(command)) throw new CliError(`unknown command ${JSON.stringify(command)}`, 2);
     if (values['all-namespaces'] && command !== 'status') throw new CliError('-A is for status only', 2);
     if (values.output !== undefined && command !== 'plan') throw new CliError('-o is for plan only', 2);
-    const repair = command === 'repair' ? await repairFlags(values.version, values.resolution) : undefined;
     if (command !== 'repair' && (values.version !== undefined || values.resolution !== undefined)) throw new CliError('--version and --resolution are for repair only', 2);
+    if (command === 'push') return await pushCommand(rest, values, io);
+    if (values.annotation !== undefined || values['registry-config'] !== undefined || values['ca-file'] !== undefined) {
+      throw new CliError('--annotation, --registry-config and --ca-file are for push only', 2);
+    }
+    if (!isCommand(command)) throw new CliError(`unknown command ${JSON.stringify(command)}`, 2);
+    const repair = command === 'repair' ? await repairFlags(values.version, values.resolution) : undefined;
     // Arguments are checked before the kubeconfig is read, so a usage error never depends on the cluster, and
     // before the cluster client is loaded, so it costs no more than node's start.
     const target = command === 'status' ? expect(0, 'no argument') : expect(1, command === 'explain' ? '<kind>/<name>' : '<name>');
@@ -111,6 +126,21 @@ export async function run(argv: readonly string[], io: RunIo = defaultIo): Promi
     io.err(`error: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
+}
+
+/** push works on a directory and a registry, never on the cluster: its module is loaded for it alone. */
+async function pushCommand(rest: string[], values: { kind?: string; annotation?: string[]; 'registry-config'?: string; 'ca-file'?: string; namespace?: string }, io: RunIo): Promise<number> {
+  if (rest.length !== 2) throw new CliError('push takes <directory> <reference>', 2);
+  if (values.kind !== undefined && values.kind !== 'schema' && values.kind !== 'migration') throw new CliError(`--kind ${JSON.stringify(values.kind)} is not schema or migration`, 2);
+  if (values.namespace !== undefined) throw new CliError('-n is not for push: it talks to a registry, not the cluster', 2);
+  const { push } = await import('./push.js');
+  await push({
+    directory: rest[0]!, reference: rest[1]!, annotations: values.annotation ?? [],
+    ...(values.kind ? { kind: values.kind } : {}),
+    ...(values['registry-config'] ? { registryConfig: values['registry-config'] } : {}),
+    ...(values['ca-file'] ? { caFile: values['ca-file'] } : {}),
+  }, io.out);
+  return 0;
 }
 
 /**

@@ -8,10 +8,10 @@ export interface CommandRun {
   stderr: string;
 }
 
-/** Runs `bin` with `args`; a failure to start or a timeout is exit code 1. */
-export function runCommand(bin: string, args: string[], timeoutMs = 180_000): Promise<CommandRun> {
+/** Runs `bin` with `args` (in `env`, default this process's); a failure to start or a timeout is exit code 1. */
+export function runCommand(bin: string, args: string[], timeoutMs = 180_000, env?: NodeJS.ProcessEnv): Promise<CommandRun> {
   return new Promise((resolve) => {
-    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+    execFile(bin, args, { timeout: timeoutMs, maxBuffer: 64 << 20, ...(env ? { env } : {}) }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
     });
   });
