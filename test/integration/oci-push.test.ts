@@ -132,7 +132,7 @@ t.test('refusals name their reason and push nothing', async (t) => {
   t.match(none.err.join('\n'), /asks for credentials \(401\) and none were given/, 'no credentials');
   const untrusted = remember(await push([dir, `${registry.host}/team/refused:untrusted`, '--registry-config', config]));
   t.equal(untrusted.code, 1);
-  t.match(untrusted.err.join('\n'), /could not be reached: .*(certificate|self-signed|issuer)/i, 'a certificate no trusted CA signed');
+  t.match(untrusted.err.join('\n'), /could not be reached \(HEAD \/v2\/team\/refused\/blobs\/sha256:[a-f0-9]+\): .*(certificate|self-signed|issuer)/i, 'a certificate no trusted CA signed');
   const notDigest = remember(await pushWithCredentials(dir, `${registry.host}/team/refused@sha256:${'0'.repeat(64)}`));
   t.equal(notDigest.code, 1);
   t.match(notDigest.err.join('\n'), /packs to sha256:[a-f0-9]{64}, not the digest the reference names/, 'a digest that is not the content\'s');
@@ -169,7 +169,7 @@ t.test('a registry that is down', async (t) => {
   const dir = await directory('down', { '1_a.up.sql': 'SELECT 1;\n' });
   const pushed = remember(await push([dir, `${down.host}/team/app:v1`, '--registry-config', join(down.dockerConfigDir, 'config.json'), '--ca-file', down.caFile]));
   t.equal(pushed.code, 1);
-  t.match(pushed.err.join('\n'), new RegExp(`${down.host.replace(/\./g, '\\.')} could not be reached: .*ECONNREFUSED`), 'the address that refused the connection is named');
+  t.match(pushed.err.join('\n'), new RegExp(`${down.host.replace(/\./g, '\\.')} could not be reached \\(HEAD [^)]+\\): .*ECONNREFUSED`), 'the address that refused the connection is named');
 });
 
 t.test('no output holds a credential', async (t) => {

@@ -3,6 +3,7 @@
 // An entry is matched by its host and port alone (a scheme and a path in the key are ignored), exactly, as the
 // Docker CLI and oras match: no glob, no path prefix. Nothing here ever puts a credential into a message.
 import type { RegistryCredentials } from './registry-client.js';
+import { isObject } from './json.js';
 
 export class DockerConfigError extends Error {
   override name = 'DockerConfigError';
@@ -41,8 +42,4 @@ export function credentialsFor(configJson: string, registry: string, source: str
 function authority(key: string): string {
   const withoutScheme = key.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '');
   return withoutScheme.split('/', 1)[0]!.toLowerCase();
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

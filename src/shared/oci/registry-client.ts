@@ -108,6 +108,29 @@ export class RegistryClient {
     return answer.body;
   }
 
+  /**
+   * The referrers of a manifest as an image index's bytes: through the referrers API, else (a registry that answers
+   * 404 there) the index tagged with the tag-schema fallback `sha256-<hex>`; undefined when there are none.
+   */
+  async referrers(repository: string, digest: string, maxBytes = 1 << 20): Promise<{ index: Buffer; via: 'api' | 'tag' } | undefined> {
+    const api = await this.#call(repository, 'pull', `/v2/${repository}/referrers/${digest}`, { method: 'GET', headers: { accept: INDEX_MEDIA_TYPE }, maxBytes });
+    if (api.status === 200) return { index: api.body, via: 'api' };
+    if (api.status !== 404) this.#expect(api, [200], `list the referrers of ${digest}`);
+    const tag = digest.replace(':', '-');
+    const fallback = await this.#call(repository, 'pull', `/v2/${repository}/manifests/${tag}`, { method: 'GET', headers: { accept: INDEX_MEDIA_TYPE }, maxBytes });
+    if (fallback.status === 404) return undefined;
+    this.#expect(fallback, [200], `read the referrers tag ${tag}`);
+    return { index: fallback.body, via: 'tag' };
+  }
+
+  /** A manifest by tag when it exists (e.g. cosign's `sha256-<hex>.sig`), undefined when the registry has none. */
+  async optionalManifest(repository: string, tag: string, maxBytes = 4 << 20): Promise<Buffer | undefined> {
+    const answer = await this.#call(repository, 'pull', `/v2/${repository}/manifests/${tag}`, { method: 'GET', headers: { accept: MANIFEST_ACCEPT }, maxBytes });
+    if (answer.status === 404) return undefined;
+    this.#expect(answer, [200], `read the manifest ${repository}:${tag}`);
+    return answer.body;
+  }
+
   async hasBlob(repository: string, digest: string): Promise<boolean> {
     const answer = await this.#call(repository, 'pull,push', `/v2/${repository}/blobs/${digest}`, { method: 'HEAD', maxBytes: 0 });
     if (answer.status === 404) return false;
@@ -220,7 +243,7 @@ export class RegistryClient {
     };
     return new Promise<Answer>((resolve, reject) => {
       const fail = (e: Error) => reject(e instanceof RegistryError ? e : new RegistryError('RegistryUnreachable',
-        e.name === 'AbortError' || e.name === 'TimeoutError' ? `${url.host} did not answer ${send.method} ${url.pathname} within ${timeoutMs} ms` : `${url.host} could not be reached: ${e.message}`));
+        e.name === 'AbortError' || e.name === 'TimeoutError' ? `${url.host} did not answer ${send.method} ${url.pathname} within ${timeoutMs} ms` : `${url.host} could not be reached (${send.method} ${url.pathname}): ${e.message}`));
       const req = httpsRequest(url, options, (res) => {
         const declared = Number(res.headers['content-length'] ?? 0);
         // Only a success is held to the caller's bound; an error body is read up to a small one.
