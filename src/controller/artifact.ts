@@ -7,7 +7,7 @@ import type { PinnedArtifact } from '../shared/api/shapes.js';
 import { artifactDigest } from '../shared/artifact.js';
 import { sha256Digest } from '../shared/canonical.js';
 import type { OwnerPass, OwnerResource } from './pass.js';
-import { parseVerificationPolicy, policyViolations, PolicyFormatError } from './verification-policy.js';
+import { parseVerificationPolicy, policyViolations, PolicyFormatError } from '../shared/verification-policy.js';
 
 type AnyPass = OwnerPass<OwnerResource>;
 
