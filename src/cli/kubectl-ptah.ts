@@ -40,7 +40,7 @@ Flags:
       --annotation K=V   push: a manifest annotation (repeatable), e.g. org.opencontainers.image.source=URL
       --registry-config FILE  push: the Docker config holding the registry's credentials
                          (default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json)
-      --ca-file FILE     push: PEM certificates to trust for the registry, beside the system's
+      --ca-file FILE     push: PEM certificates the registry is trusted by (instead of the system's roots)
       --kubeconfig FILE  the kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)
   -h, --help             this text
 `;

@@ -106,6 +106,8 @@ t.test('each refusal has its own reason and writes nothing', async (t) => {
   const { dockerConfigJson: _none, ...anonymous } = inputs('signed:v1');
   await refused(t, resolveOciSource(anonymous, OPEN), 'RegistryUnauthorized', /asks for credentials \(401\) and none were given/, 'no Secret at all');
   await refused(t, resolveOciSource(inputs('signed:v1', { ca: undefined }), OPEN), 'RegistryUnreachable', /certificate/, 'a registry whose CA is not trusted');
+  const otherCa = (await createPki(join(scratch, 'other-pki'))).caPem;
+  await refused(t, resolveOciSource(inputs('signed:v1', { ca: otherCa }), OPEN), 'RegistryUnreachable', /certificate/, 'a registry whose certificate another CA signed');
   const down = await startRegistry(pki);
   await down.stop();
   const downConfig = await readFile(join(down.dockerConfigDir, 'config.json'), 'utf8');

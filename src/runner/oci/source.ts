@@ -38,7 +38,7 @@ export interface OciSourceInputs {
   kind: ArtifactKind;
   /** The registry Secret's `.dockerconfigjson`, when the spec names one. */
   dockerConfigJson?: string;
-  /** PEM certificates to trust for the registry beside the system's roots. */
+  /** PEM certificates to trust for the registry instead of the system's roots. */
   ca?: string;
   timeoutMs?: number;
 }

@@ -3,8 +3,8 @@
 // hold more than it asked for), every request has a deadline, TLS is the only transport, and credentials go to the
 // registry's own origin only: a redirect to another host drops them, a redirect to plain HTTP is refused. Errors
 // carry a reason a condition can name and a message without any credential.
-import { request as httpsRequest, type RequestOptions } from 'node:https';
-import { rootCertificates } from 'node:tls';
+import { Agent, request as httpsRequest, type RequestOptions } from 'node:https';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { sha256Digest } from '../canonical.js';
 import { INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, type Descriptor } from './artifact-layout.js';
 import { SHA256_DIGEST } from './reference.js';
@@ -16,7 +16,7 @@ export interface RegistryCredentials {
 
 export interface RegistryClientOptions {
   credentials?: RegistryCredentials;
-  /** PEM certificates trusted beside the system's roots (a private registry's CA). */
+  /** PEM certificates the registry's own origin is trusted by, instead of the system's roots (a private registry's CA). */
   ca?: string;
   /** Each request's deadline, headers and body (default 30 s). */
   timeoutMs?: number;
@@ -61,14 +61,20 @@ export const MANIFEST_ACCEPT = `${MANIFEST_MEDIA_TYPE}, ${INDEX_MEDIA_TYPE}`;
 export class RegistryClient {
   readonly #base: URL;
   readonly #options: RegistryClientOptions;
-  readonly #ca: string[] | undefined;
+  /**
+   * The registry's trust, made once: handing node the CA as `ca` on every request cost about 3 ms of CPU a request
+   * with the system roots beside it (the agent keys its pool by them), a tenfold slowdown of a 1,000-file pull.
+   */
+  readonly #secureContext: SecureContext | undefined;
+  /** The registry's own connections, kept alive between requests. */
+  readonly #agent = new Agent({ keepAlive: true, maxSockets: 8 });
   /** Authorization headers by scope, so a bearer token is fetched once per scope. */
   readonly #authorizations = new Map<string, string>();
 
   constructor(readonly registry: string, options: RegistryClientOptions = {}) {
     this.#base = new URL(`https://${registry}`);
     this.#options = options;
-    this.#ca = options.ca ? [...rootCertificates, options.ca] : undefined;
+    this.#secureContext = options.ca ? createSecureContext({ ca: options.ca }) : undefined;
   }
 
   /** The manifest a tag or digest names now, by a HEAD (which registries do not count as a pull). */
@@ -238,7 +244,7 @@ export class RegistryClient {
     const options: RequestOptions = {
       method: send.method,
       headers: { ...send.headers, ...(authorization ? { authorization } : {}) },
-      ...(this.#ca && url.origin === this.#base.origin ? { ca: this.#ca } : {}),
+      ...(url.origin === this.#base.origin ? { agent: this.#agent, ...(this.#secureContext ? { secureContext: this.#secureContext } : {}) } : {}),
       signal: AbortSignal.timeout(timeoutMs),
     };
     return new Promise<Answer>((resolve, reject) => {
