@@ -4,7 +4,7 @@
 // registry's own origin only: a redirect to another host drops them, a redirect to plain HTTP is refused. Errors
 // carry a reason a condition can name and a message without any credential.
 import { Agent, request as httpsRequest, type RequestOptions } from 'node:https';
-import { createSecureContext, type SecureContext } from 'node:tls';
+import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { sha256Digest } from '../canonical.js';
 import { INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, type Descriptor } from './artifact-layout.js';
 import { SHA256_DIGEST } from './reference.js';
@@ -16,7 +16,10 @@ export interface RegistryCredentials {
 
 export interface RegistryClientOptions {
   credentials?: RegistryCredentials;
-  /** PEM certificates the registry's own origin is trusted by, instead of the system's roots (a private registry's CA). */
+  /**
+   * PEM certificates the registry's own origin is trusted by, instead of the system's roots (a private registry's
+   * CA); its token service and storage origins are trusted by the system's roots and these.
+   */
   ca?: string;
   /** Each request's deadline, headers and body (default 30 s). */
   timeoutMs?: number;
@@ -62,11 +65,14 @@ export class RegistryClient {
   readonly #base: URL;
   readonly #options: RegistryClientOptions;
   /**
-   * The registry's trust, made once: handing node the CA as `ca` on every request cost about 3 ms of CPU a request
-   * with the system roots beside it (the agent keys its pool by them), a tenfold slowdown of a 1,000-file pull.
+   * The trust given, made once: handing node the CA as `ca` on every request cost about 3 ms of CPU a request with
+   * the system roots beside it (the agent keys its pool by them), a tenfold slowdown of a 1,000-file pull. The
+   * registry's origin trusts the CA alone; its token service and a storage origin it redirects to trust the system's
+   * roots and the CA (a private registry's token service usually shares its CA; object storage has a public one).
    */
-  readonly #secureContext: SecureContext | undefined;
-  /** The registry's own connections, kept alive between requests. */
+  readonly #registryTrust: SecureContext | undefined;
+  #elsewhereTrust: SecureContext | undefined;
+  /** The client's connections, kept alive between requests. */
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 8 });
   /** Authorization headers by scope, so a bearer token is fetched once per scope. */
   readonly #authorizations = new Map<string, string>();
@@ -74,7 +80,7 @@ export class RegistryClient {
   constructor(readonly registry: string, options: RegistryClientOptions = {}) {
     this.#base = new URL(`https://${registry}`);
     this.#options = options;
-    this.#secureContext = options.ca ? createSecureContext({ ca: options.ca }) : undefined;
+    this.#registryTrust = options.ca ? createSecureContext({ ca: options.ca }) : undefined;
   }
 
   /** The manifest a tag or digest names now, by a HEAD (which registries do not count as a pull). */
@@ -204,7 +210,9 @@ export class RegistryClient {
     if (realm.protocol !== 'https:') throw new RegistryError('RegistryProtocolError', `${this.registry}'s token realm ${realm.origin} is not HTTPS; credentials are never sent in the clear`);
     if (params.service) realm.searchParams.set('service', params.service);
     realm.searchParams.set('scope', scope);
-    const answer = await this.#send(realm, { method: 'GET', maxBytes: SMALL_BODY }, basic);
+    // Straight to the realm the registry named, credentials included, as the token protocol has it; no redirect is
+    // followed from there, so they reach no third origin.
+    const answer = await this.#once(realm, { method: 'GET', maxBytes: SMALL_BODY }, basic);
     if (answer.status === 401 || answer.status === 403) throw new RegistryError('RegistryUnauthorized', `${this.registry}'s token service refused the credentials given for ${scope} (${answer.status})`);
     this.#expect(answer, [200], `get a token for ${scope}`);
     let token: unknown;
@@ -239,12 +247,19 @@ export class RegistryClient {
     }
   }
 
+  #trustFor(url: URL): SecureContext {
+    if (url.origin === this.#base.origin) return this.#registryTrust!;
+    this.#elsewhereTrust ??= createSecureContext({ ca: [...rootCertificates, this.#options.ca!] });
+    return this.#elsewhereTrust;
+  }
+
   #once(url: URL, send: Send, authorization: string | undefined): Promise<Answer> {
     const timeoutMs = this.#options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const options: RequestOptions = {
       method: send.method,
       headers: { ...send.headers, ...(authorization ? { authorization } : {}) },
-      ...(url.origin === this.#base.origin ? { agent: this.#agent, ...(this.#secureContext ? { secureContext: this.#secureContext } : {}) } : {}),
+      agent: this.#agent,
+      ...(this.#options.ca ? { secureContext: this.#trustFor(url) } : {}),
       signal: AbortSignal.timeout(timeoutMs),
     };
     return new Promise<Answer>((resolve, reject) => {
