@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { pullOciSource, resolveOciSource } from '../src/runner/oci/source.js';
 import { parseVerificationPolicy } from '../src/shared/verification-policy.js';
 import { RegistryClient } from '../src/shared/oci/registry-client.js';
+import { eachAtMost } from '../src/shared/oci/requests.js';
 import { pushDirectory } from '../test/harness/oci-push.js';
 import { createPki } from '../tools/stack/pki.js';
 import { startRegistry, type RunningRegistry } from '../tools/stack/registry.js';
@@ -84,8 +85,7 @@ for (const c of cases) {
   const manifest = JSON.parse((await client.manifest(repo, resolved.digest)).toString('utf8')) as { layers: { digest: string }[] };
   const bareMs = await time(async () => {
     await bareGet(registry, `/v2/${repo}/manifests/${resolved.digest}`);
-    const queue = [...manifest.layers];
-    await Promise.all(Array.from({ length: 4 }, async () => { for (let l = queue.shift(); l; l = queue.shift()) await bareGet(registry, `/v2/${repo}/blobs/${l.digest}`); }));
+    await eachAtMost(manifest.layers, 4, async (l) => { await bareGet(registry, `/v2/${repo}/blobs/${l.digest}`); });
   });
   const craneMs = manifest.layers.length === 1 ? await time(async () => {
     execFileSync(registry.crane.path, ['blob', `${registry.host}/${repo}@${manifest.layers[0]!.digest}`], { env: registry.crane.env, maxBuffer: 64 << 20 });

@@ -9,6 +9,7 @@ import { ARTIFACT_TYPES, EMPTY_CONFIG, EMPTY_CONFIG_BYTES, MANIFEST_MEDIA_TYPE, 
 import { credentialsFor } from '../shared/oci/docker-config.js';
 import { formatReference, parseReference } from '../shared/oci/reference.js';
 import { RegistryClient, type RegistryCredentials } from '../shared/oci/registry-client.js';
+import { eachAtMost } from '../shared/oci/requests.js';
 import { CliError } from './errors.js';
 
 export interface PushRequest {
@@ -39,15 +40,11 @@ export async function push(request: PushRequest, out: (line: string) => void): P
   });
   const blobs = [...artifact.blobs, [EMPTY_CONFIG.digest, EMPTY_CONFIG_BYTES] as const];
   let uploaded = 0;
-  const queue = [...blobs];
-  await Promise.all(Array.from({ length: UPLOADS_IN_FLIGHT }, async () => {
-    for (let next = queue.shift(); next; next = queue.shift()) {
-      const [digest, bytes] = next;
-      if (await client.hasBlob(reference.repository, digest)) continue;
-      await client.pushBlob(reference.repository, digest, bytes);
-      uploaded++;
-    }
-  }));
+  await eachAtMost(blobs, UPLOADS_IN_FLIGHT, async ([digest, bytes]) => {
+    if (await client.hasBlob(reference.repository, digest)) return;
+    await client.pushBlob(reference.repository, digest, bytes);
+    uploaded++;
+  });
   await client.putManifest(reference.repository, reference.tag ?? artifact.digest, artifact.manifest, MANIFEST_MEDIA_TYPE);
   const bytes = [...artifact.blobs.values()].reduce((sum, b) => sum + b.byteLength, 0);
   out(`pushed ${formatReference({ ...reference, digest: artifact.digest })}`);

@@ -20,16 +20,14 @@ import { ARTIFACT_LIMITS, type ArtifactKind } from '../../shared/oci/artifact-la
 import { credentialsFor, DockerConfigError } from '../../shared/oci/docker-config.js';
 import { formatReference, parseReference, ReferenceError, type ArtifactReference } from '../../shared/oci/reference.js';
 import { RegistryClient, RegistryError, type RegistryFailure } from '../../shared/oci/registry-client.js';
+import { ReasonedError } from '../../shared/oci/requests.js';
 import { PolicyKeyError, verifyArtifactSignatures } from '../../shared/oci/signatures.js';
 import { policyViolations, type VerificationPolicy } from '../../shared/verification-policy.js';
 
 export type OciSourceFailure = RegistryFailure | 'ArtifactTypeMismatch' | 'ArtifactInvalid' | 'ArtifactRefused' | 'InvalidInput';
 
-export class OciSourceError extends Error {
+export class OciSourceError extends ReasonedError<OciSourceFailure> {
   override name = 'OciSourceError';
-  constructor(readonly reason: OciSourceFailure, message: string) {
-    super(message);
-  }
 }
 
 export interface OciSourceInputs {

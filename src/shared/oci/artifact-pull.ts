@@ -9,6 +9,7 @@ import {
 import { SHA256_DIGEST } from './reference.js';
 import type { RegistryClient } from './registry-client.js';
 import { isObject } from './json.js';
+import { eachAtMost, ReasonedError } from './requests.js';
 
 /** A manifest's facts, as the verification policy judges them. */
 export interface ArtifactManifestFacts {
@@ -27,11 +28,8 @@ export interface PulledArtifact extends ArtifactManifestFacts {
 }
 
 /** A manifest that is not an artifact of the expected kind; `reason` is a condition reason. */
-export class ArtifactManifestError extends Error {
+export class ArtifactManifestError extends ReasonedError<'ArtifactTypeMismatch' | 'ArtifactInvalid'> {
   override name = 'ArtifactManifestError';
-  constructor(readonly reason: 'ArtifactTypeMismatch' | 'ArtifactInvalid', message: string) {
-    super(message);
-  }
 }
 
 /** The manifest's facts, or an ArtifactManifestError naming every problem (the type first, as its own reason). */
@@ -102,11 +100,7 @@ export async function pullArtifact(client: RegistryClient, repository: string, d
   const manifest = await client.manifest(repository, digest, ARTIFACT_LIMITS.manifestBytes);
   const facts = readArtifactManifest(manifest, kind);
   const contents = new Map<string, Buffer>();
-  const queue = [...facts.files];
-  // A few reads at a time: a round trip each is hidden, and no registry sees a burst.
-  await Promise.all(Array.from({ length: 4 }, async () => {
-    for (let next = queue.shift(); next; next = queue.shift()) contents.set(next.name, await client.blob(repository, next));
-  }));
+  await eachAtMost(facts.files, 4, async (file) => { contents.set(file.name, await client.blob(repository, file)); });
   const ordered = new Map(facts.files.map((f) => [f.name, contents.get(f.name)!]));
   const problem = filesProblem(kind, ordered);
   if (problem) throw new ArtifactManifestError('ArtifactInvalid', `the artifact's files are not a ${kind} artifact: ${problem}`);

@@ -8,6 +8,7 @@ import { createSecureContext, rootCertificates, type SecureContext } from 'node:
 import { sha256Digest } from '../canonical.js';
 import { INDEX_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, type Descriptor } from './artifact-layout.js';
 import { SHA256_DIGEST } from './reference.js';
+import { ReasonedError } from './requests.js';
 
 export interface RegistryCredentials {
   username: string;
@@ -28,11 +29,8 @@ export interface RegistryClientOptions {
 /** Why a registry request failed, as a condition reason would name it. */
 export type RegistryFailure = 'RegistryUnreachable' | 'RegistryUnauthorized' | 'ArtifactNotFound' | 'RegistryProtocolError' | 'ArtifactTooLarge' | 'DigestMismatch';
 
-export class RegistryError extends Error {
+export class RegistryError extends ReasonedError<RegistryFailure> {
   override name = 'RegistryError';
-  constructor(readonly reason: RegistryFailure, message: string) {
-    super(message);
-  }
 }
 
 export interface ResolvedManifest {
