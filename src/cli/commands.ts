@@ -198,6 +198,25 @@ export async function acknowledgeCommand(ctx: Context, target: string, kindFlag:
  * publishes a repair plan, which runs only under an approval; the Apply records the repair in the database.
  */
 export async function repairCommand(ctx: Context, target: string, kindFlag: string | undefined, repair: MigrationRepair): Promise<void> {
+  // The patch is made against the version the check read. The manager writes status as it works, which moves that
+  // version: a conflict is read again and checked again, a few times, rather than handed to the person.
+  for (let attempt = 1; ; attempt++) {
+    const migration = await repairable(ctx, target, kindFlag);
+    try {
+      await ctx.client.patch<PtahMigration>(
+        { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: ctx.namespace, name: migration.metadata.name! },
+        { metadata: { resourceVersion: migration.metadata.resourceVersion }, spec: { repair } }, 'merge');
+      return reportRepair(ctx, migration, repair);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.code === 409) || attempt >= REPAIR_ATTEMPTS) throw e;
+    }
+  }
+}
+
+const REPAIR_ATTEMPTS = 5;
+
+/** The PtahMigration `target` names, when its last reading does not rule a repair out. */
+async function repairable(ctx: Context, target: string, kindFlag: string | undefined): Promise<PtahMigration> {
   const resource = await resolve(ctx, target, kindFlag);
   const name = resource.metadata.name!;
   if (resource.kind !== 'PtahMigration') throw new CliError(`repair is for a PtahMigration's history; ptahschema/${name} keeps none`);
@@ -205,9 +224,11 @@ export async function repairCommand(ctx: Context, target: string, kindFlag: stri
   if (migration.status?.history && !migration.status.history.dirty) {
     throw new CliError(`ptahmigration/${name}'s last reading (${migration.status.history.observedAt}) finds no dirty history row; there is nothing to repair`);
   }
-  await ctx.client.patch<PtahMigration>(
-    { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: ctx.namespace, name },
-    { metadata: { resourceVersion: migration.metadata.resourceVersion }, spec: { repair } }, 'merge');
+  return migration;
+}
+
+function reportRepair(ctx: Context, migration: PtahMigration, repair: MigrationRepair): void {
+  const name = migration.metadata.name!;
   const unresolved = migration.status?.unresolvedRun;
   ctx.out(`ptahmigration/${name} spec.repair set: the repair ${repairText(repair)}; the next reading publishes it as a repair plan, ` +
     `which runs only once you approve it (kubectl ptah approve ${name})` +
