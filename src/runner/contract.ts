@@ -1,8 +1,16 @@
 // The runner's whole contract, in one place. The runner is PID 1 of every operation Job's container.
 //
-// Command line (src/runner/args.ts): `--operation <observe|plan|apply|migration-history|migration-apply>`,
+// Command line (src/runner/args.ts): `--operation <observe|plan|apply|migration-history|migration-apply|resolve>`,
 // optionally `--max-report-bytes <n>` / `--max-plan-bytes <n>` (may only tighten the defaults) and
-// `--executor <script>` (a Node script run in place of src/executor/main.ts; tests use it).
+// `--executor <script>` (a Node script run in place of src/executor/main.ts; tests use it). `--fetch-artifact`
+// alone is the fetch init container of a database Job whose artifact comes from a registry (src/runner/fetch.ts).
+//
+// `resolve` (src/runner/resolve.ts) opens no database and starts no executor: after checks 1 and 1b it reads
+// PTAH_OCI_REFERENCE, PTAH_OCI_ARTIFACT_KIND, the optional DOCKER_CONFIG (the registry Secret's config.json) and
+// PTAH_OCI_CA_FILE, and the verification policy at PTAH_VERIFICATION_POLICY_FILE, whose digest must be
+// PTAH_EXPECTED_VERIFICATION_POLICY_DIGEST; it frames the artifact pinned to its digest, or the registry's or the
+// policy's refusal (src/shared/oci/failures.ts), with childExitCode -1 and no realm or target. The database
+// variables below are not read.
 //
 // Environment (names in src/shared/runner-env.ts, RUNNER_ENV):
 //   PTAH_OPERATION_ID                      every op   the frame echoes it; without a valid one nothing is framable

@@ -3,7 +3,7 @@
 // dot-entries are skipped and a symlink is followed only when it resolves inside the directory.
 import { constants } from 'node:fs';
 import { lstat, open, readdir, realpath } from 'node:fs/promises';
-import { join, sep } from 'node:path';
+import { basename, dirname, join, sep } from 'node:path';
 
 export class MountedFilesError extends Error {
   override name = 'MountedFilesError';
@@ -27,6 +27,17 @@ export async function readMountedFiles(dir: string, maxBytes: number, what: stri
     files.set(name, bytes);
   }
   return files;
+}
+
+/** One file of a mounted volume (a Secret's or a ConfigMap's key), at most `maxBytes`, read as the directory read reads it. */
+export async function readMountedFile(path: string, maxBytes: number, what: string): Promise<Buffer> {
+  let root: string;
+  try {
+    root = await realpath(dirname(path));
+  } catch (error) {
+    throw new MountedFilesError(`the ${what} ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  return readInside(root, basename(path), what, maxBytes, maxBytes);
 }
 
 async function readInside(root: string, name: string, what: string, remaining: number, limit: number): Promise<Buffer> {

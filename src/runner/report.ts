@@ -118,6 +118,9 @@ function readContent(operation: RunnerOperation, report: JsonObject, error: Exec
       }
       return { operation, content: { migrationRun } };
     }
+    case 'resolve':
+      // The runner resolves in-process (src/runner/resolve.ts); no executor report can be one.
+      throw new ReportProblem('resolve runs no executor, so no executor report is read for it');
   }
 }
 

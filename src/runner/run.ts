@@ -1,7 +1,7 @@
 // One runner operation from inputs to result: the checks in contract order, the executor run, and the decision.
 // Never throws: every way a run can end is a RunnerResult.
 import { ownExecutorIdentity } from '../shared/executor-identity.js';
-import { MUTATING_RUNNER_OPERATIONS } from '../shared/runner-env.js';
+import { MUTATING_RUNNER_OPERATIONS, REGISTRY_ONLY_RUNNER_OPERATIONS } from '../shared/runner-env.js';
 import { RUNNER_ERROR, RUNNER_PROTOCOL_VERSION, type RunnerResult } from '../shared/runner-protocol.js';
 import type { RunnerArgs } from './args.js';
 import { checkBindings, identifyTarget } from './bindings.js';
@@ -13,6 +13,7 @@ import { childExitCode, executorCommand, executorEnvironment, runExecutor, type 
 import { prepareRun, type PreparedRun } from './prepare.js';
 import { sanitizeText, type Redactor } from './redact.js';
 import { RunnerRefusal } from './refusal.js';
+import { resolveRun } from './resolve.js';
 import type { StopRequests } from './stop-requests.js';
 import type { RunnerClock } from './test-hooks.js';
 
@@ -43,6 +44,8 @@ export async function runOperation(context: RunContext): Promise<RunnerResult> {
   let prepared: PreparedRun | undefined;
   try {
     checkExecutorIdentity(env, context.executorIdentity ?? ownExecutorIdentity);
+    // A resolve reads a registry in-process: no database inputs, no executor.
+    if (REGISTRY_ONLY_RUNNER_OPERATIONS.has(args.operation)) return { ...frame, ...(await resolveRun(env)) } as unknown as RunnerResult;
     const inputs = readInputs(args.operation, operationId, env);
     frame.coordinationDigest = inputs.coordinationDigest;
     const identity = identifyTarget(inputs);

@@ -2,12 +2,18 @@
 // environment variable, volume path and runner operation name, defined once so builder and runner cannot drift.
 
 /** Runner operation names, as passed in `--operation`. */
-export const RUNNER_OPERATIONS = ['observe', 'plan', 'apply', 'migration-history', 'migration-apply'] as const;
+export const RUNNER_OPERATIONS = ['observe', 'plan', 'apply', 'migration-history', 'migration-apply', 'resolve'] as const;
 export type RunnerOperation = (typeof RUNNER_OPERATIONS)[number];
 
 export function isRunnerOperation(value: unknown): value is RunnerOperation {
   return typeof value === 'string' && (RUNNER_OPERATIONS as readonly string[]).includes(value);
 }
+
+/**
+ * Operations that open no database: `resolve` reads a registry and the verification policy, and is given no
+ * database URL (docs/oci-artifacts.md). Everything else is given one.
+ */
+export const REGISTRY_ONLY_RUNNER_OPERATIONS: ReadonlySet<RunnerOperation> = new Set(['resolve']);
 
 /** Operations that change the database: they get the full binding and deadline checks. */
 export const MUTATING_RUNNER_OPERATIONS: ReadonlySet<RunnerOperation> = new Set(['apply', 'migration-apply']);
@@ -51,6 +57,18 @@ export const RUNNER_ENV = {
   migrationFormat: 'PTAH_MIGRATION_FORMAT',
   /** Migrations: spec.adoption as JSON (src/shared/migration-adoption.ts); absent means no adoption. */
   migrationAdoption: 'PTAH_MIGRATION_ADOPTION',
+  /**
+   * An artifact from an OCI registry (src/runner/oci): the reference (as the spec writes it for `resolve`, pinned to
+   * its digest for the fetch init container), the artifact kind (schema or migrations), the registry's CA (a PEM
+   * file, optional) and the directory holding the registry Secret's config.json (optional; docker's own name).
+   */
+  ociReference: 'PTAH_OCI_REFERENCE',
+  ociArtifactKind: 'PTAH_OCI_ARTIFACT_KIND',
+  ociCaFile: 'PTAH_OCI_CA_FILE',
+  registryConfigDir: 'DOCKER_CONFIG',
+  /** resolve: the mounted verification policy and the digest of its text the manager read (src/controller/artifact.ts). */
+  verificationPolicyFile: 'PTAH_VERIFICATION_POLICY_FILE',
+  expectedVerificationPolicyDigest: 'PTAH_EXPECTED_VERIFICATION_POLICY_DIGEST',
 } as const;
 
 /** The longest realm-lock wait a Job may ask for: PtahMigration's 1h maximum, and the executor's own bound. */
@@ -61,6 +79,9 @@ export type RunnerEnvName = (typeof RUNNER_ENV)[keyof typeof RUNNER_ENV];
 /** Mount paths inside the operation Pod. */
 export const JOB_PATHS = {
   artifact: '/artifact',
+  registryConfig: '/registry-auth',
+  registryCa: '/registry-ca',
+  verificationPolicy: '/verification-policy',
   plan: '/plan',
   work: '/work',
   terminationLog: '/dev/termination-log',

@@ -21,7 +21,8 @@ import {
   isRefusedBeforeWriting, PHYSICAL_IDENTITY_KINDS,
   type DriftFinding, type MigrationFile, type MigrationHistory, type MigrationRunOutcome, type PhysicalIdentityFields, type SchemaPlanDocument,
 } from './executor-report.js';
-import { isRunnerOperation, MUTATING_RUNNER_OPERATIONS, type RunnerOperation } from './runner-env.js';
+import { isRunnerOperation, MUTATING_RUNNER_OPERATIONS, REGISTRY_ONLY_RUNNER_OPERATIONS, type RunnerOperation } from './runner-env.js';
+import { parseReference, ReferenceError, SHA256_DIGEST } from './oci/reference.js';
 
 /** The protocol this build speaks. The manager passes its own in PTAH_RUNNER_PROTOCOL_VERSION. */
 export const RUNNER_PROTOCOL_VERSION = 1;
@@ -67,6 +68,16 @@ export const RUNNER_ERROR = {
   migrationSequenceDigestMismatch: 'migration_sequence_digest_mismatch',
   preparationFailed: 'preparation_failed',
   executorStartFailed: 'executor_start_failed',
+  // A resolve's refusals (it starts no executor): the registry's answer, or the verification policy's verdict.
+  registryUnreachable: 'registry_unreachable',
+  registryUnauthorized: 'registry_unauthorized',
+  registryProtocolError: 'registry_protocol_error',
+  artifactNotFound: 'artifact_not_found',
+  artifactTooLarge: 'artifact_too_large',
+  registryDigestMismatch: 'registry_digest_mismatch',
+  artifactTypeMismatch: 'artifact_type_mismatch',
+  artifactRefused: 'artifact_refused',
+  verificationPolicyMismatch: 'verification_policy_mismatch',
   // Either side of the start: a stop request before the start is a refusal, after it a stopped run.
   runnerTerminated: 'runner_terminated',
   // After the executor started.
@@ -155,12 +166,36 @@ export interface MigrationRunContent {
   migrationRun?: MigrationRun;
 }
 
+/**
+ * What a resolve found (docs/oci-artifacts.md): the artifact the reference names now, pinned to its manifest digest,
+ * with what every later step binds and what the verification policy was satisfied by.
+ */
+export interface ResolvedArtifact {
+  /** `registry/repository@sha256:…`: the only reference a later step reads. */
+  pinnedReference: string;
+  digest: string;
+  /** artifactDigest of the files (src/shared/artifact.ts), as a ConfigMap of the same files has. */
+  contentDigest: string;
+  artifactType: string;
+  /** The digest of the policy text the artifact was held to. */
+  verificationPolicyDigest: string;
+  /** The policy keys whose signature over `digest` verified, sorted. */
+  verifiedKeys: string[];
+  files: number;
+  bytes: number;
+}
+
+export interface ResolveContent {
+  resolvedArtifact?: ResolvedArtifact;
+}
+
 export interface RunnerResultByOperation {
   observe: RunnerResultBase<'observe'> & ObserveContent;
   plan: RunnerResultBase<'plan'> & PlanContent;
   apply: RunnerResultBase<'apply'> & ApplyContent;
   'migration-history': RunnerResultBase<'migration-history'> & MigrationHistoryContent;
   'migration-apply': RunnerResultBase<'migration-apply'> & MigrationRunContent;
+  resolve: RunnerResultBase<'resolve'> & ResolveContent;
 }
 
 export type RunnerResult<O extends RunnerOperation = RunnerOperation> = RunnerResultByOperation[O];
@@ -526,6 +561,7 @@ const CONTENT_KEYS: Record<RunnerOperation, readonly string[]> = {
   apply: ['planContentDigest', 'statementsExecuted'],
   'migration-history': ['migrationHistory'],
   'migration-apply': ['migrationRun'],
+  resolve: ['resolvedArtifact'],
 };
 
 /** Content an errored frame may still carry, because it says what a mutating run did. */
@@ -535,6 +571,7 @@ const CONTENT_ON_ERROR: Record<RunnerOperation, readonly string[]> = {
   apply: ['planContentDigest', 'statementsExecuted'],
   'migration-history': [],
   'migration-apply': ['migrationRun'],
+  resolve: [],
 };
 
 /**
@@ -549,7 +586,7 @@ export function resultProblem(value: unknown): Problem {
   const mutating = MUTATING_RUNNER_OPERATIONS.has(operation);
   const hasError = value.error !== undefined;
   const started = value.childExitCode !== -1;
-  const content = value as ObserveContent & PlanContent & ApplyContent & MigrationHistoryContent & MigrationRunContent;
+  const content = value as AnyContent;
   return first(
     () => extraKey(value, [...RESULT_KEYS, ...CONTENT_KEYS[operation]], 'the result'),
     () => (isOperationId(value.operationId) ? undefined : 'operationId is not a valid operation ID'),
@@ -563,15 +600,53 @@ export function resultProblem(value: unknown): Problem {
     () => (hasError ? errorProblem(value.error) : undefined),
     () => (value.truncation === undefined ? undefined : truncationProblem(value.truncation)),
     () => (!hasError && (value.truncation as OutputTruncation | undefined)?.stdout ? 'a successful result cannot have lost its report' : undefined),
-    () => (hasError || value.childExitCode === 0 || (operation === 'migration-apply' && started)
+    () => (REGISTRY_ONLY_RUNNER_OPERATIONS.has(operation) && started ? `${operation} starts no executor, so its childExitCode is -1` : undefined),
+    () => (hasError || value.childExitCode === 0 || (operation === 'migration-apply' && started) || REGISTRY_ONLY_RUNNER_OPERATIONS.has(operation)
       ? undefined
       : 'a successful result needs childExitCode 0'),
-    () => (hasError || (value.coordinationDigest !== undefined && value.targetIdentityDigest !== undefined)
-      ? undefined
-      : 'a successful result needs coordinationDigest and targetIdentityDigest'),
+    () => databaseNamesProblem(value, operation, hasError, 'result'),
     () => (hasError ? extraKeyOnError(value, operation) : undefined),
     () => flagsProblem(value, operation, mutating, hasError, started),
     () => contentProblem(operation, content, !hasError),
+  );
+}
+
+type AnyContent = ObserveContent & PlanContent & ApplyContent & MigrationHistoryContent & MigrationRunContent & ResolveContent;
+
+/**
+ * A successful database operation names the realm and the database it was given; an operation that opens no
+ * database names neither, whatever its outcome.
+ */
+function databaseNamesProblem(value: JsonObject, operation: RunnerOperation, hasError: boolean, what: 'result' | 'summary'): Problem {
+  const named = value.coordinationDigest !== undefined || value.targetIdentityDigest !== undefined;
+  if (REGISTRY_ONLY_RUNNER_OPERATIONS.has(operation)) return named ? `${operation} opens no database, so its ${what} names none` : undefined;
+  if (hasError || (value.coordinationDigest !== undefined && value.targetIdentityDigest !== undefined)) return undefined;
+  return `a successful ${what} needs coordinationDigest and targetIdentityDigest`;
+}
+
+/** The first way a resolve's finding breaks its invariants. */
+export function resolvedArtifactProblem(value: unknown): Problem {
+  if (!isObject(value)) return 'resolvedArtifact is not an object';
+  const { pinnedReference, digest, contentDigest, artifactType, verificationPolicyDigest, verifiedKeys, files, bytes } = value;
+  return first(
+    () => extraKey(value, ['pinnedReference', 'digest', 'contentDigest', 'artifactType', 'verificationPolicyDigest', 'verifiedKeys', 'files', 'bytes'], 'resolvedArtifact'),
+    () => (typeof digest === 'string' && SHA256_DIGEST.test(digest) ? undefined : 'resolvedArtifact.digest is not a sha256 digest'),
+    () => digestProblem(contentDigest, 'resolvedArtifact.contentDigest'),
+    () => digestProblem(verificationPolicyDigest, 'resolvedArtifact.verificationPolicyDigest'),
+    () => {
+      try {
+        const reference = parseReference(typeof pinnedReference === 'string' ? pinnedReference : '');
+        return reference.tag === undefined && reference.digest === digest ? undefined : 'resolvedArtifact.pinnedReference is not pinned to its digest alone';
+      } catch (e) {
+        if (e instanceof ReferenceError) return `resolvedArtifact.pinnedReference: ${e.message}`;
+        throw e;
+      }
+    },
+    () => (typeof artifactType === 'string' && artifactType.length > 0 && artifactType.length <= 255 ? undefined : 'resolvedArtifact.artifactType is not a media type'),
+    () => (Array.isArray(verifiedKeys) && verifiedKeys.length <= 16 && verifiedKeys.every((k, i) => typeof k === 'string' && k.length > 0 && k.length <= 63 && (i === 0 || k > verifiedKeys[i - 1]))
+      ? undefined
+      : 'resolvedArtifact.verifiedKeys is not a sorted list of key names'),
+    () => (isCount(files) && isCount(bytes) ? undefined : 'resolvedArtifact.files or bytes is not a count'),
   );
 }
 
@@ -614,11 +689,7 @@ function flagsProblem(value: JsonObject, operation: RunnerOperation, mutating: b
   return undefined;
 }
 
-function contentProblem(
-  operation: RunnerOperation,
-  content: ObserveContent & PlanContent & ApplyContent & MigrationHistoryContent & MigrationRunContent,
-  complete: boolean,
-): Problem {
+function contentProblem(operation: RunnerOperation, content: AnyContent, complete: boolean): Problem {
   switch (operation) {
     case 'observe':
       return observeContentProblem(content, complete);
@@ -632,6 +703,9 @@ function contentProblem(
     case 'migration-apply':
       if (complete && content.migrationRun === undefined) return 'a successful migration-apply needs migrationRun';
       return content.migrationRun === undefined ? undefined : migrationRunProblem(content.migrationRun);
+    case 'resolve':
+      if (complete && content.resolvedArtifact === undefined) return 'a successful resolve needs resolvedArtifact';
+      return content.resolvedArtifact === undefined ? undefined : resolvedArtifactProblem(content.resolvedArtifact);
   }
 }
 
@@ -946,9 +1020,7 @@ function summaryProblem(value: unknown): Problem {
     () => (value.coordinationDigest === undefined ? undefined : digestProblem(value.coordinationDigest, 'coordinationDigest')),
     () => (value.targetIdentityDigest === undefined ? undefined : digestProblem(value.targetIdentityDigest, 'targetIdentityDigest')),
     () => physicalIdentityProblem(value),
-    () => (hasError || (value.coordinationDigest !== undefined && value.targetIdentityDigest !== undefined)
-      ? undefined
-      : 'a successful summary needs coordinationDigest and targetIdentityDigest'),
+    () => databaseNamesProblem(value, operation, hasError, 'summary'),
     () => {
       if (!MUTATING_RUNNER_OPERATIONS.has(operation)) {
         return mutationStarted === undefined && uncertain === undefined ? undefined : `${operation} is read-only and carries no mutation flags`;

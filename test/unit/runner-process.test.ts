@@ -38,7 +38,7 @@ function framed<O extends RunnerOperation>(tt: Test, outcome: RunnerOutcome, ope
 
 interface RefusalCase {
   name: string;
-  operation: RunnerOperation;
+  operation: Exclude<RunnerOperation, 'resolve'>;
   code: string;
   change: (env: Record<string, string>, ws: Workspace) => void | Promise<void>;
   args?: string[];
@@ -177,7 +177,7 @@ t.test('nothing is framable without a usable operation ID or operation', async (
   const env = validEnv(ws, 'observe');
   for (const [name, change, rawArgs] of [
     ['no operation ID', (e: Record<string, string>) => void delete e.PTAH_OPERATION_ID, undefined],
-    ['an unknown operation', () => undefined, ['--operation', 'resolve']],
+    ['an unknown operation', () => undefined, ['--operation', 'migrate']],
     ['an unknown flag', () => undefined, ['--operation', 'observe', '--shell', 'sh']],
   ] as const) {
     const e = { ...env };

@@ -37,6 +37,14 @@ const valid: { [O in RunnerOperation]: RunnerResult<O> } = {
     migrationHistory: { applied: [], pending: applied, dirty: [], modified: [], outOfOrder: [], missing: [], fingerprint: D('f') },
   },
   'migration-apply': { ...bindings, operation: 'migration-apply', mutationStarted: true, uncertain: false, migrationRun: { outcome: 'applied', applied, planned } },
+  // A resolve opens no database and starts no executor: it names no realm and no target, and its exit code is -1.
+  resolve: {
+    protocolVersion: RUNNER_PROTOCOL_VERSION, operationId: ID, childExitCode: -1, operation: 'resolve',
+    resolvedArtifact: {
+      pinnedReference: `registry.example:5000/app/migrations@${D('a')}`, digest: D('a'), contentDigest: D('c'),
+      artifactType: 'application/vnd.ptah-operator.migrations.v1', verificationPolicyDigest: D('5'), verifiedKeys: ['a-key', 'release'], files: 2, bytes: 40,
+    },
+  },
 };
 
 /** A frame around any payload text, valid or not, with a correct header. */
@@ -171,7 +179,7 @@ const refusedBeforeStart = { protocolVersion: 1, operation: 'apply', operationId
 const invariantCases: [string, unknown, RegExp][] = [
   ['not an object', [], /the result is not a JSON object/],
   ['another protocol version', { ...apply, protocolVersion: 2 }, /protocolVersion is not 1/],
-  ['an unknown operation', { ...apply, operation: 'resolve' }, /operation is not a runner operation/],
+  ['an unknown operation', { ...apply, operation: 'migrate' }, /operation is not a runner operation/],
   ['an unknown field', { ...apply, stdout: '' }, /the result holds a field this protocol does not define/],
   ['a field of another operation', { ...valid.observe, planOutcome: 'NoChanges' }, /the result holds a field this protocol does not define/],
   ['an empty operation ID', { ...apply, operationId: '' }, /operationId is not a valid operation ID/],
@@ -228,6 +236,16 @@ const invariantCases: [string, unknown, RegExp][] = [
   ['an adoption from an unknown tool', { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, adoptable: { from: 'liquibase', files: applied } } }, /migrationHistory\.adoptable\.from is not an adoption source/],
   ['an adoption of no file', { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, adoptable: { from: 'goose', files: [] } } }, /migrationHistory\.adoptable lists no file/],
   ['an adoption with an unknown field', { ...valid['migration-history'], migrationHistory: { ...valid['migration-history'].migrationHistory, adoptable: { from: 'goose', files: applied, table: 't' } } }, /migrationHistory\.adoptable holds a field this protocol does not define \("table"\)/],
+  ['a resolve that names a database', { ...valid.resolve, coordinationDigest: D('c') }, /resolve opens no database, so its result names none/],
+  ['a refused resolve that names a database', { ...valid.resolve, resolvedArtifact: undefined, targetIdentityDigest: D('e'), error: { code: 'registry_unreachable', message: 'm' } }, /resolve opens no database/],
+  ['a resolve that started an executor', { ...valid.resolve, childExitCode: 0 }, /resolve starts no executor, so its childExitCode is -1/],
+  ['a successful resolve without its artifact', { ...valid.resolve, resolvedArtifact: undefined }, /a successful resolve needs resolvedArtifact/],
+  ['a refused resolve carrying an artifact', { ...valid.resolve, error: { code: 'artifact_refused', message: 'm' } }, /an errored resolve result carries content only a successful one may/],
+  ['a resolve pinned by tag', { ...valid.resolve, resolvedArtifact: { ...valid.resolve.resolvedArtifact!, pinnedReference: 'registry.example:5000/app/migrations:v1' } }, /pinnedReference is not pinned to its digest alone/],
+  ['a resolve pinned to another digest', { ...valid.resolve, resolvedArtifact: { ...valid.resolve.resolvedArtifact!, digest: D('b') } }, /pinnedReference is not pinned to its digest alone/],
+  ['a resolve with unsorted keys', { ...valid.resolve, resolvedArtifact: { ...valid.resolve.resolvedArtifact!, verifiedKeys: ['release', 'a-key'] } }, /verifiedKeys is not a sorted list of key names/],
+  ['a resolve with a field of its own', { ...valid.resolve, resolvedArtifact: { ...valid.resolve.resolvedArtifact!, annotations: {} } }, /resolvedArtifact holds a field this protocol does not define/],
+  ['a resolve whose content digest is not one', { ...valid.resolve, resolvedArtifact: { ...valid.resolve.resolvedArtifact!, contentDigest: 'x' } }, /resolvedArtifact\.contentDigest is not a sha256: digest/],
   ['another started apply error that claims nothing changed', { ...refusedApply, error: { code: 'lock_timeout', message: 'm' } }, /mutationStarted disagrees with whether the executor started/],
 ];
 
@@ -240,8 +258,11 @@ t.test('results that break an invariant are neither written nor read', async (t)
   }
   for (const [operation, result] of Object.entries(valid)) t.equal(resultProblem(result), undefined, `${operation}: the valid result has none`);
   for (const [operation, result] of Object.entries(valid)) {
+    if (operation === 'resolve') continue;
     t.equal(resultProblem({ ...result, ...identity }), undefined, `${operation}: with the physical identity too`);
   }
+  t.match(resultProblem({ ...valid.resolve, ...identity }), /a physical identity although the executor never started/, 'a resolve reads no database, so it has no physical identity');
+  t.equal(resultProblem({ ...valid.resolve, resolvedArtifact: undefined, error: { code: 'registry_unauthorized', message: 'm' } }), undefined, 'a refused resolve names nothing');
   t.equal(resultProblem({ ...valid.observe, ...identity, physicalIdentityKind: 'server-address' }), undefined, 'the weaker kind is a kind');
   t.equal(resultProblem(refusedApply), undefined, 'an apply refused before any write changed nothing');
   t.equal(resultProblem(refusedMigration), undefined, 'so did a migration run refused before any write');

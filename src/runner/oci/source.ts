@@ -19,12 +19,13 @@ import { ArtifactManifestError, pullArtifact, readArtifactManifest, type Artifac
 import { ARTIFACT_LIMITS, type ArtifactKind } from '../../shared/oci/artifact-layout.js';
 import { credentialsFor, DockerConfigError } from '../../shared/oci/docker-config.js';
 import { formatReference, parseReference, ReferenceError, type ArtifactReference } from '../../shared/oci/reference.js';
-import { RegistryClient, RegistryError, type RegistryFailure } from '../../shared/oci/registry-client.js';
+import { RegistryClient, RegistryError } from '../../shared/oci/registry-client.js';
+import type { OciSourceFailure } from '../../shared/oci/failures.js';
 import { ReasonedError } from '../../shared/oci/requests.js';
 import { PolicyKeyError, verifyArtifactSignatures } from '../../shared/oci/signatures.js';
 import { policyViolations, type VerificationPolicy } from '../../shared/verification-policy.js';
 
-export type OciSourceFailure = RegistryFailure | 'ArtifactTypeMismatch' | 'ArtifactInvalid' | 'ArtifactRefused' | 'InvalidInput';
+export type { OciSourceFailure };
 
 export class OciSourceError extends ReasonedError<OciSourceFailure> {
   override name = 'OciSourceError';

@@ -43,3 +43,30 @@ function authority(key: string): string {
   const withoutScheme = key.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '');
   return withoutScheme.split('/', 1)[0]!.toLowerCase();
 }
+
+/**
+ * Every credential a config holds, for redaction: each entry's `auth` as written and decoded, its password, and any
+ * token. Read leniently (a malformed config yields what it can), since it only ever widens what is hidden.
+ */
+export function configSecrets(configJson: string): string[] {
+  let config: unknown;
+  try {
+    config = JSON.parse(configJson);
+  } catch {
+    return [];
+  }
+  const auths = isObject(config) && isObject(config.auths) ? config.auths : {};
+  const secrets: string[] = [];
+  for (const entry of Object.values(auths)) {
+    if (!isObject(entry)) continue;
+    for (const field of ['auth', 'password', 'identitytoken', 'registrytoken']) {
+      const value = entry[field];
+      if (typeof value === 'string' && value !== '') secrets.push(value);
+    }
+    if (typeof entry.auth === 'string') {
+      const decoded = Buffer.from(entry.auth, 'base64').toString('utf8');
+      secrets.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
+    }
+  }
+  return secrets.filter((s) => s !== '');
+}
