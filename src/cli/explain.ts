@@ -150,6 +150,13 @@ export function explain(resource: PtahResource, now: Date = new Date()): Explana
   }
   const ready = readyCondition(status?.conditions);
   if (ready) notes.push(`Ready is ${ready.status} (${ready.reason}): ${ready.message}`);
+  const pin = status?.artifact;
+  if (pin?.oci) {
+    const keys = pin.oci.verifiedKeys.length > 0 ? `signed with ${pin.oci.verifiedKeys.join(', ')}` : 'no signature required';
+    notes.push(`The artifact (status.artifact): ${pin.oci.reference} resolved to ${pin.oci.pinnedReference} at ${pin.resolvedAt} (${pin.oci.artifactType}, ${keys}); every plan, approval and Job binds that digest and content ${pin.digest}.`);
+  } else if (pin?.configMapName) {
+    notes.push(`The artifact (status.artifact): ConfigMap ${pin.configMapName} (uid ${pin.configMapUID ?? '?'}), content ${pin.digest}.`);
+  }
   return { obligations: obligationsOf(resource), notes, nextPass: nextPass(resource, now) };
 }
 

@@ -32,7 +32,7 @@ t.test('a pods/log read that never answers is bounded, retried and given up on, 
   // Every operation Pod of STUCK carries the fake kubelet's hang switch, declared like any Pod annotation.
   const stuck = sampleOf<PtahMigration>(await sampleObjects(SAMPLE), KINDS.PtahMigration.kind);
   stuck.metadata = { name: STUCK, namespace: w.ns };
-  stuck.spec.artifact.configMapRef.name = artifact;
+  stuck.spec.artifact.configMapRef!.name = artifact;
   stuck.spec.target.urlFrom.name = stuckSecret;
   stuck.spec.policy.apply = 'Always';
   stuck.spec.execution = { ...stuck.spec.execution, podMetadata: { annotations: { [HANG_LOG_ANNOTATION]: 'true' } } };

@@ -282,7 +282,7 @@ t.test('helm upgrade to a new manager build while an Apply runs: the new replica
     if (o.kind === KINDS.PtahMigration.kind) {
       const m = o as PtahMigration;
       m.spec.target = { ...m.spec.target, coordinationKey: 'slow-db', urlFrom: { ...m.spec.target.urlFrom, name: db } };
-      if (artifact) m.spec.artifact.configMapRef.name = artifact;
+      if (artifact) m.spec.artifact.configMapRef!.name = artifact;
       m.spec.execution = { ...m.spec.execution, activeDeadlineSeconds: 120 };
       m.spec.policy = { ...m.spec.policy, lockTimeout: '1m' };
     }

@@ -204,7 +204,7 @@ export async function migrationWorld(t: Test, options: WorldOptions = {}): Promi
     async createMigration(options) {
       const sample = sampleOf<PtahMigration>(samples, KINDS.PtahMigration.kind);
       sample.metadata = { name: options.name, namespace: ns };
-      sample.spec.artifact.configMapRef.name = options.artifact;
+      sample.spec.artifact.configMapRef!.name = options.artifact;
       sample.spec.target.urlFrom.name = options.secret;
       sample.spec.policy.apply = options.apply;
       if (options.coordinationKey) sample.spec.target.coordinationKey = options.coordinationKey;

@@ -110,7 +110,7 @@ t.test('no reading can finish: the artifact deleted with the schema ends the pro
   // As `kubectl delete -f` of the whole sample does: the desired schema's ConfigMap goes with the schema.
   let artifact = '';
   const deleted = await deletedWithProofOwed(t, 'deleted-artifact', async (w) => {
-    artifact = (await schemaNow(w)).status!.pendingObservation!.artifact.configMapName;
+    artifact = (await schemaNow(w)).status!.pendingObservation!.artifact.configMapName!;
     await w.admin.delete({ apiVersion: 'v1', kind: 'ConfigMap', namespace: w.ns, name: artifact });
   });
   t.same(readingsOnDeletion(deleted.held), [], 'no proof reading was claimed');

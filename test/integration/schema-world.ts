@@ -170,7 +170,7 @@ export async function schemaWorld(t: Test, options: WorldOptions = {}): Promise<
     async createSchema(options) {
       const sample = sampleOf<PtahSchema>(samples, KINDS.PtahSchema.kind);
       sample.metadata = { name: options.name, namespace: ns };
-      sample.spec.desired.configMapRef.name = options.artifact;
+      sample.spec.desired.configMapRef!.name = options.artifact;
       sample.spec.target.urlFrom.name = options.secret;
       sample.spec.policy = { ...sample.spec.policy, apply: options.apply, allowDestructive: options.allowDestructive ?? false };
       if (options.coordinationKey) sample.spec.target.coordinationKey = options.coordinationKey;

@@ -322,7 +322,7 @@ t.test('the builder refuses bad input with a reason', async (t) => {
   const rows: Row[] = [
     ['job name not derived from the claim', 'JobNameMismatch', () => inputFor(schemaObserve, { jobName: 'ptah-observe-orders-0000000000000000' }), /reserves Job/],
     ['attempt changed without renaming', 'JobNameMismatch', () => ({ ...inputFor(schemaObserve), claim: { ...claimFor(schemaObserve), attempt: 2 } }), /own fields name/],
-    ['unknown operation type', 'UnknownOperation', () => ({ ...inputFor(schemaObserve), claim: { ...claimFor(schemaObserve), type: 'Resolve' } }), /not a schema operation/],
+    ['unknown operation type', 'UnknownOperation', () => ({ ...inputFor(schemaObserve), claim: { ...claimFor(schemaObserve), type: 'Rollback' } }), /not a schema operation/],
     ['a schema type under the migration family', 'UnknownOperation', () => ({ ...inputFor(migrationHistory), claim: { ...claimFor(migrationHistory), type: 'Plan' } }), /not a migration operation/],
     ['runner operation not the type\'s', 'UnknownOperation', () => ({ ...inputFor(schemaObserve), runnerOperation: 'plan' }), /runs the runner operation observe/],
     ['execution window closed at start', 'WindowClosed', () => inputFor(schemaApply, { executionNotAfter: '2030-01-01T00:00:00Z', dispatchNotAfter: '2030-01-01T00:00:00Z' }), /closed/],
@@ -442,7 +442,7 @@ t.test('a schema proof reading connects to the database its Apply ran against, n
   t.equal(secretOf(proof, 'PTAH_DB_URL'), 'db-at-apply', 'the target the pending observation recorded');
   t.equal(secretOf(proof, 'PTAH_DEV_URL'), 'dev-at-apply', 'and its scratch database');
   const ordinary = rebuildClaimJob({ owner: edited, claim: input.claim, manager: MANAGER });
-  t.equal(secretOf(ordinary, 'PTAH_DB_URL'), input.target.urlFrom.name, 'an ordinary reading connects to the live spec\'s target');
+  t.equal(secretOf(ordinary, 'PTAH_DB_URL'), input.target!.urlFrom.name, 'an ordinary reading connects to the live spec\'s target');
   t.throws(() => rebuildClaimJob({ owner, claim: proofClaim, manager: MANAGER }),
     { name: 'JobBuildError', message: /proves Apply sha256:[0-9a-f]{64}, which the owner no longer owes a proof for/ }, 'a proof claim without its proof builds nothing');
 });

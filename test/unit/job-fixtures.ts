@@ -165,7 +165,7 @@ export function ownerObjectFor(input: OperationJobInput): RebuildClaimJobInput['
     apiVersion: input.owner.apiVersion,
     kind: input.owner.kind,
     metadata: { name: input.owner.name, namespace: input.owner.namespace, uid: input.owner.uid },
-    spec: { target: input.target, ...(input.dev ? { dev: input.dev } : {}), execution: input.execution, policy: input.policy },
+    spec: { target: input.target!, ...(input.dev ? { dev: input.dev } : {}), execution: input.execution, policy: input.policy },
     status: { artifact: input.artifact },
   };
 }

@@ -146,7 +146,7 @@ t.test('the claim and the binding in force are judged first', async (t) => {
   const rows: [string, JobClaim, MatchMode, RegExp][] = [
     ['no admission snapshot', { ...f.claim, admissionSnapshot: undefined }, f.modes.fixed, /no admission snapshot/],
     ['a snapshot that does not hash', { ...f.claim, admissionSnapshot: { ...f.claim.admissionSnapshot!, serviceAccount: 'other' } as JobClaim['admissionSnapshot'] }, f.modes.rebuild, /does not hash/],
-    ['an unknown operation type', { ...f.claim, type: 'Resolve' }, f.modes.fixed, /not a schema operation/],
+    ['an unknown operation type', { ...f.claim, type: 'Rollback' }, f.modes.fixed, /not a schema operation/],
     ['a job name its fields do not derive', { ...f.claim, attempt: 2 }, f.modes.rebuild, /own fields name/],
     ['a malformed epoch', { ...f.claim, executionBindingID: 'v1-x' }, f.modes.fixed, /execution-binding epoch/],
     ['an owner of no known kind', f.claim, { kind: 'claim-fixed', owner: { ...f.owner, kind: 'Deployment' } }, /not a kind that dispatches Jobs/],

@@ -202,3 +202,16 @@ t.test('a refused artifact is an obligation explain names, with what to change',
   t.equal(nextPass(dirty, NOW), 'stays Blocked (HistoryDirty) until spec.repair names the dirty row (kubectl ptah repair, once the database is mended); ' +
     'then it reads the history again and publishes a repair plan, which runs only once approved', 'a dirty history names the repair');
 });
+
+t.test('explain says where the artifact was pinned: an OCI reference with its digest and keys, or a ConfigMap', async (t) => {
+  const oci = { reference: 'registry.example:5000/shop/orders:v7', pinnedReference: `registry.example:5000/shop/orders@${d('a')}`, manifestDigest: d('a'),
+    artifactType: 'application/vnd.ptah-operator.migrations.v1', verifiedKeys: ['release'] };
+  const lines = formatExplanation(migration({ phase: 'InSync', artifact: { oci, digest: d('b'), verificationPolicyUID: 'p', verificationPolicyDigest: d('c'), resolvedAt: '2026-12-01T11:00:00Z' } }), NOW);
+  t.ok(lines.includes(`The artifact (status.artifact): registry.example:5000/shop/orders:v7 resolved to registry.example:5000/shop/orders@${d('a')} at 2026-12-01T11:00:00Z ` +
+    `(application/vnd.ptah-operator.migrations.v1, signed with release); every plan, approval and Job binds that digest and content ${d('b')}.`), 'the reference, the digest and the key that verified');
+  const unsigned = formatExplanation(migration({ phase: 'InSync', artifact: { oci: { ...oci, verifiedKeys: [] }, digest: d('b'), verificationPolicyUID: 'p', verificationPolicyDigest: d('c'), resolvedAt: '2026-12-01T11:00:00Z' } }), NOW);
+  t.ok(unsigned.some((l) => l.includes('no signature required')), 'an artifact no key had to sign says so');
+  const configMap = formatExplanation(migration({ phase: 'InSync', artifact: { configMapName: 'orders-r1', configMapUID: 'u', digest: d('b'), verificationPolicyUID: 'p', verificationPolicyDigest: d('c'), resolvedAt: '2026-12-01T11:00:00Z' } }), NOW);
+  t.ok(configMap.includes(`The artifact (status.artifact): ConfigMap orders-r1 (uid u), content ${d('b')}.`), 'a ConfigMap pin names the ConfigMap');
+  t.notOk(formatExplanation(migration({ phase: 'Pending' }), NOW).some((l) => l.startsWith('The artifact')), 'no pin, no line');
+});

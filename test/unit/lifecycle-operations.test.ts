@@ -57,6 +57,17 @@ const expected: { name: string; got: () => OperationAnswers; want: OperationAnsw
     got: () => migrationOperation('History'),
     want: { known: yes, mutating: no, readOnly: yes, holdsRealm: no, carriesProof: no, phase: 'Reading', runnerOperation: 'migration-history' },
   },
+  // A Resolve reads a registry: read-only, no realm, even while a schema Apply is being proven.
+  {
+    name: 'schema Resolve',
+    got: () => schemaOperation('Resolve', { provingApply: true }),
+    want: { known: yes, mutating: no, readOnly: yes, holdsRealm: no, carriesProof: no, phase: 'Resolving', runnerOperation: 'resolve' },
+  },
+  {
+    name: 'migration Resolve',
+    got: () => migrationOperation('Resolve'),
+    want: { known: yes, mutating: no, readOnly: yes, holdsRealm: no, carriesProof: no, phase: 'Resolving', runnerOperation: 'resolve' },
+  },
 ];
 
 t.test('the seed’s operation table', async (t) => {
@@ -79,7 +90,7 @@ const UNKNOWN: OperationAnswers = {
 };
 
 t.test('a type this binary does not know answers no to every question, read-only included', async (t) => {
-  const strangers = ['Resolve', 'Verify', 'Rollback', 'apply', 'APPLY', ' Apply', 'Apply ', '', 'toString', '__proto__', 'constructor', 'hasOwnProperty'];
+  const strangers = ['Verify', 'Rollback', 'apply', 'APPLY', ' Apply', 'Apply ', '', 'toString', '__proto__', 'constructor', 'hasOwnProperty'];
   for (const type of strangers) {
     t.strictSame(schemaOperation(type), UNKNOWN, `schema ${JSON.stringify(type)}`);
     t.strictSame(schemaOperation(type, { provingApply: true }), UNKNOWN, `schema ${JSON.stringify(type)} while proving`);

@@ -11,6 +11,7 @@ import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.j
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { harvestMigrationApply, harvestMigrationHistory } from './harvest.js';
+import { harvestMigrationResolve } from './resolve.js';
 import { claimInputsHold, claimPlan, holdMigrationJobToItsClaim, rebuildMigrationJob } from './job.js';
 import { currentMigrationPlan } from './plan.js';
 import { retireMigrationClaim } from './retire.js';
@@ -19,7 +20,9 @@ import { finishUncertainMigrationApply } from './uncertain.js';
 
 const runningReport = (claim: ActiveOperation): Report => claim.type === 'Apply'
   ? { phase: 'Applying', reason: 'Applying', message: `operation ${claim.id} is running in Job ${claim.jobName}` }
-  : { phase: 'Reading', reason: 'ReadingHistory', message: `reading the migration history in Job ${claim.jobName}` };
+  : claim.type === 'Resolve'
+    ? { phase: 'Resolving', reason: 'Resolving', message: `resolving the artifact in Job ${claim.jobName}` }
+    : { phase: 'Reading', reason: 'ReadingHistory', message: `reading the migration history in Job ${claim.jobName}` };
 
 /** The migration's side of the shared claim in flight (active-claim.ts). */
 export function reconcileActiveMigration(pass: MigrationPass, claim: ActiveOperation): Promise<PassEnd> {
@@ -45,7 +48,9 @@ export function reconcileActiveMigration(pass: MigrationPass, claim: ActiveOpera
       },
       report: { phase: 'Pending', reason: 'InputsChanged', message: `the reading in Job ${claim.jobName} is stale: ${why}` },
     }),
-    harvest: (job, plan) => (claim.type === 'Apply' ? harvestMigrationApply(pass, claim, job, plan) : harvestMigrationHistory(pass, claim, job)),
+    harvest: (job, plan) => (claim.type === 'Apply'
+      ? harvestMigrationApply(pass, claim, job, plan)
+      : claim.type === 'Resolve' ? harvestMigrationResolve(pass, claim, job) : harvestMigrationHistory(pass, claim, job)),
   });
 }
 
@@ -96,6 +101,11 @@ async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperati
   if (pass.m.spec.suspend) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');
   const inputs = await claimInputsHold(pass, claim);
   if (!inputs.hold) return refuse('InputsChanged', inputs.why);
+  if (claim.type === 'Resolve') {
+    const policy = claim.verificationPolicy;
+    const moved = policy ? await verificationPolicyStillBinds(pass, pass.m.spec.artifact, { verificationPolicyUID: policy.uid, verificationPolicyDigest: policy.digest }) : 'the claim pins no policy';
+    return moved ? refuse('VerificationPolicyChanged', moved) : authorized();
+  }
   if (!claim.artifact) return refuse('ArtifactChanged', 'the claim pins no artifact');
   const artifactMoved = await artifactStillPinned(pass, pass.m.spec.artifact, claim.artifact);
   if (artifactMoved) return refuse('ArtifactChanged', artifactMoved);

@@ -15,7 +15,8 @@ import { countJobOutcome } from '../operator-metrics.js';
 import { giveJobCleanupTtl } from '../release.js';
 import { unresolvedMessage } from './unresolved.js';
 import { planText } from './plan.js';
-import { writeMigrationStatus, type Report } from './status.js';
+import { statusWithCondition, writeMigrationStatus, type Report } from './status.js';
+import type { PolicyPin } from '../artifact.js';
 
 class ClaimRefused extends Error {
   override name = 'ClaimRefused';
@@ -57,6 +58,25 @@ function baseClaim(pass: MigrationPass, type: 'History' | 'Apply', planRef?: Act
   };
 }
 
+/**
+ * A Resolve of spec.artifact.oci (docs/oci-artifacts.md): read-only, no Lease, no database; it pins no artifact (it
+ * finds one) and carries the verification policy the manager read, which its Job must find unchanged.
+ */
+export async function claimMigrationResolve(pass: MigrationPass, policy: PolicyPin, why: string): Promise<PassEnd> {
+  const binding = pass.status.executionBinding;
+  if (!binding) throw new ClaimRefused('a claim needs an execution binding');
+  const body: Omit<ActiveOperation, 'jobName'> = {
+    type: 'Resolve',
+    id: newOperationId(),
+    inputFingerprint: migrationInputFingerprint(pass.m, { type: 'Resolve', artifact: undefined, executionBindingID: binding.epoch, coordinationDigest: pass.realm() }),
+    startedAt: pass.nowIso(),
+    attempt: 1,
+    executionBindingID: binding.epoch,
+    verificationPolicy: policy,
+  };
+  return writeClaim(pass, body, { phase: 'Resolving', reason: 'Resolving', message: why });
+}
+
 /** A History reading: read-only, takes no Lease, records no realm (its Job carries the resource's). */
 export async function claimMigrationHistory(pass: MigrationPass): Promise<PassEnd> {
   return writeClaim(pass, baseClaim(pass, 'History'), { phase: 'Reading', reason: 'ReadingHistory', message: 'reading the database\'s migration history' });
@@ -96,7 +116,7 @@ export async function claimMigrationApply(pass: MigrationPass, plan: PtahMigrati
  * A read-only claim runs again under a new attempt (a new Job name), after spec.execution.failureRetryInterval;
  * the old Job is left to its own deadline, with its cleanup TTL when it passes the claim's fixed match.
  */
-export async function retryMigrationReading(pass: MigrationPass, why: string): Promise<PassEnd> {
+export async function retryMigrationReading(pass: MigrationPass, why: string, refused?: { reason: string; message: string }): Promise<PassEnd> {
   const claim = pass.claim;
   if (!claim) throw new ClaimRefused('there is no reading to retry');
   await giveJobCleanupTtl(pass, claim);
@@ -109,10 +129,16 @@ export async function retryMigrationReading(pass: MigrationPass, why: string): P
     attempt: claim.attempt + 1,
     executionBindingID: claim.executionBindingID,
     ...(claim.artifact ? { artifact: claim.artifact } : {}),
+    ...(claim.verificationPolicy ? { verificationPolicy: claim.verificationPolicy } : {}),
     retryNotBefore: new Date(pass.now().getTime() + retryMs).toISOString(),
   };
   const next: ActiveOperation = { ...body, jobName: jobNameOf(pass, body) };
-  await writeMigrationStatus(pass, { ...pass.status, activeOperation: next }, { phase: 'Reading', reason: 'HistoryReadRetried', message: why });
+  // A refused Resolve is Blocked with the registry's or the policy's reason until a retry pins the artifact.
+  const status = refused ? statusWithCondition(pass, pass.status, 'ArtifactVerified', 'False', refused.reason, refused.message) : pass.status;
+  const report: Report = refused
+    ? { phase: 'Blocked', reason: refused.reason, message: `${refused.message}; resolved again at ${body.retryNotBefore}` }
+    : { phase: claim.type === 'Resolve' ? 'Resolving' : 'Reading', reason: claim.type === 'Resolve' ? 'ResolveRetried' : 'HistoryReadRetried', message: why };
+  await writeMigrationStatus(pass, { ...status, activeOperation: next }, report);
   countJobOutcome(pass.kind, claim, 'Retried');
   pass.event('Warning', 'OperationRetried', `${claim.type} attempt ${claim.attempt} (Job ${claim.jobName}) is run again as attempt ${next.attempt}: ${why}`);
   return endPass('reading retried', retryMs);

@@ -7,8 +7,8 @@ import { parseDuration } from '../../shared/api/duration.js';
 import { ADOPTION_REFUSED } from '../../shared/executor-report.js';
 import { settleUnresolvedRunByAcknowledgment } from './acknowledgment.js';
 import { findMigrationApproval } from './approval.js';
-import { resolveArtifact, samePin } from '../artifact.js';
-import { claimMigrationApply, claimMigrationHistory } from './claim.js';
+import { ociArtifactVerdict, pinText, resolveArtifact, samePin } from '../artifact.js';
+import { claimMigrationApply, claimMigrationHistory, claimMigrationResolve } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { currentMigrationPlan, planText } from './plan.js';
 import { idlePreamble } from '../idle.js';
@@ -49,7 +49,9 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
   if (held) return held;
 
   const retryMs = parseDuration(pass.m.spec.execution?.failureRetryInterval ?? '30s');
-  const artifact = await resolveArtifact(pass, pass.m.spec.artifact);
+  const source = pass.m.spec.artifact;
+  const artifact = source.oci ? await ociArtifactVerdict(pass, { ...source, oci: source.oci }, pass.status.artifact, intervalMs) : await resolveArtifact(pass, source);
+  if (artifact.ok === 'resolve') return claimMigrationResolve(pass, artifact.policy, artifact.why);
   if (!artifact.ok) {
     const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'False', artifact.reason, artifact.message);
     const blocked: Report = { phase: 'Blocked', reason: artifact.reason, message: artifact.message };
@@ -64,9 +66,9 @@ export async function reconcileIdleMigration(pass: MigrationPass): Promise<PassE
   if (!samePin(pass.status.artifact, artifact.pin)) {
     // A new artifact or policy: the reading and the plan were of the old one.
     const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'True', 'Verified',
-      `${artifact.pin.configMapName} (${artifact.pin.digest}) meets the verification policy`);
+      `${pinText(artifact.pin)} meets the verification policy`);
     await writeMigrationStatus(pass, { ...status, artifact: artifact.pin, plan: undefined, refusedReading: undefined, nextReconciliationTime: pass.nowIso() },
-      { phase: 'Pending', reason: 'ArtifactResolved', message: `artifact ${artifact.pin.configMapName} pinned at ${artifact.pin.digest}` });
+      { phase: 'Pending', reason: 'ArtifactResolved', message: `artifact ${pinText(artifact.pin)} pinned` });
     pass.event('Normal', 'ArtifactResolved', `artifact ${artifact.pin.configMapName} (uid ${artifact.pin.configMapUID}) pinned at ${artifact.pin.digest}`);
     return endPass('artifact pinned');
   }

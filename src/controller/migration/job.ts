@@ -27,7 +27,8 @@ export async function claimInputsHold(pass: MigrationPass, claim: ActiveOperatio
   if (!binding || binding.epoch !== claim.executionBindingID) return { hold: false, why: 'the execution binding moved' };
   const fingerprint = migrationInputFingerprint(pass.m, {
     type: claim.type,
-    artifact: pass.status.artifact,
+    // A Resolve is decided before any pin: it finds one.
+    artifact: claim.type === 'Resolve' ? undefined : pass.status.artifact,
     executionBindingID: binding.epoch,
     coordinationDigest: pass.realm(),
     planRef: claim.planRef,

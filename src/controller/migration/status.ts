@@ -10,7 +10,7 @@ export { ClaimMovedError, statusWithCondition } from '../status.js';
 /** What a pass tells a person: the phase, and the reason and message every condition is derived from. */
 export type Report = OwnerReport<MigrationPhase>;
 
-const SUMMARY: PhaseSummary<MigrationPhase> = { progressing: new Set(['Pending', 'Reading', 'Planning', 'Applying', 'VerifyingHistory']) };
+const SUMMARY: PhaseSummary<MigrationPhase> = { progressing: new Set(['Pending', 'Resolving', 'Reading', 'Planning', 'Applying', 'VerifyingHistory']) };
 
 /**
  * Writes `next` as the status (with `report`'s phase and conditions when given). status.observedGeneration is

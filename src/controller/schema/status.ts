@@ -6,7 +6,7 @@ import type { SchemaPass } from './context.js';
 
 export type Report = OwnerReport<SchemaPhase>;
 
-const SUMMARY: PhaseSummary<SchemaPhase> = { progressing: new Set(['Pending', 'Observing', 'Planning', 'Applying', 'VerifyingConvergence']) };
+const SUMMARY: PhaseSummary<SchemaPhase> = { progressing: new Set(['Pending', 'Resolving', 'Observing', 'Planning', 'Applying', 'VerifyingConvergence']) };
 
 /** Writes `next` as the status (with `report`'s phase and conditions when given). */
 export async function writeSchemaStatus(pass: SchemaPass, next: PtahSchemaStatus, report?: Report): Promise<void> {

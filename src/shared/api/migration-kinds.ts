@@ -10,6 +10,7 @@ import { conditionReason, defineKind, NAME_AT_MOST_63, type ResourceOf } from '.
 import { array, boolean, integer, object, oneOf, optional, string, withDefault, type Input, type Static } from './schema.js';
 import {
   ARTIFACT_SOURCE_DESCRIPTION,
+  ARTIFACT_SOURCE_RULES,
   activeOperation,
   applyPolicy,
   artifactSourceFields,
@@ -36,6 +37,7 @@ import {
 
 export const MIGRATION_PHASES = [
   'Pending',
+  'Resolving',
   'Reading',
   'Planning',
   'AwaitingApproval',
@@ -73,7 +75,7 @@ const migrationArtifactSource = object(
         '(docs/executor.md).',
     }), DEFAULT_MIGRATION_FORMAT),
   },
-  { description: ARTIFACT_SOURCE_DESCRIPTION },
+  { description: ARTIFACT_SOURCE_DESCRIPTION, rules: ARTIFACT_SOURCE_RULES },
 );
 
 const migrationAdoption = object(

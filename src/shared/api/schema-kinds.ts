@@ -43,6 +43,7 @@ export const PLAN_LIMITS = { maxBytes: 8 * 1024 * 1024, maxChunks: 16, maxChunkB
 
 export const SCHEMA_PHASES = [
   'Pending',
+  'Resolving',
   'Observing',
   'Planning',
   'ReadyToApply',

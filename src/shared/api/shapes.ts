@@ -120,13 +120,34 @@ export const databaseTarget = object(
 );
 export type DatabaseTarget = Static<typeof databaseTarget>;
 
+/** An artifact in an OCI registry (docs/oci-artifacts.md), resolved and verified by a Resolve Job. */
+export const ociSource = object(
+  {
+    reference: string({
+      description: 'registry/repository:tag, registry/repository@sha256:<hex>, or both. A tag is resolved to its digest at every interval; a moved tag is a new artifact.',
+      minLength: 1,
+      maxLength: 512,
+      pattern: '^[a-z0-9.-]+(:[0-9]+)?/[^\\s]+$',
+    }),
+    registryAuthFrom: optional(object(
+      { name: dnsSubdomain('Secret name.') },
+      { description: 'A kubernetes.io/dockerconfigjson Secret holding the registry credentials. Only the Pods that talk to the registry mount it; the manager never reads it.' },
+    )),
+    caFrom: optional(configMapKeyRef),
+  },
+  { description: 'An artifact in an OCI registry. caFrom: the PEM certificates to trust for the registry instead of the system roots.' },
+);
+export type OciSource = Static<typeof ociSource>;
+
 /** Where an artifact comes from; PtahMigration adds the directory format it is written in. */
 export const artifactSourceFields = {
-  configMapRef: object({ name: dnsSubdomain() }, { description: 'An immutable ConfigMap holding the artifact.' }),
+  configMapRef: optional(object({ name: dnsSubdomain() }, { description: 'An immutable ConfigMap holding the artifact.' })),
+  oci: optional(ociSource),
   verificationPolicyRef: configMapKeyRef,
 };
-export const ARTIFACT_SOURCE_DESCRIPTION = 'The artifact (an immutable ConfigMap) and the verification policy it must meet.';
-export const artifactSource = object(artifactSourceFields, { description: ARTIFACT_SOURCE_DESCRIPTION });
+export const ARTIFACT_SOURCE_DESCRIPTION = 'The artifact (an immutable ConfigMap, or an OCI artifact) and the verification policy it must meet.';
+export const ARTIFACT_SOURCE_RULES = [{ rule: 'has(self.configMapRef) != has(self.oci)', message: 'exactly one of configMapRef and oci must be set' }];
+export const artifactSource = object(artifactSourceFields, { description: ARTIFACT_SOURCE_DESCRIPTION, rules: ARTIFACT_SOURCE_RULES });
 export type ArtifactSource = Static<typeof artifactSource>;
 
 const LABEL_VALUE = '^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$';
@@ -237,16 +258,32 @@ export const conditionsStatusFields = {
 export const conditionsStatus = object(conditionsStatusFields);
 export type ConditionsStatus = Static<typeof conditionsStatus>;
 
+export const pinnedOciArtifact = object(
+  {
+    reference: string({ maxLength: 512, description: 'The reference as the spec wrote it.' }),
+    pinnedReference: string({ maxLength: 600, description: 'registry/repository@sha256:<hex>: the only reference a later step reads.' }),
+    manifestDigest: sha256('The manifest digest the reference resolved to.'),
+    artifactType: string({ maxLength: 255 }),
+    verifiedKeys: array(string({ maxLength: 63 }), { maxItems: 16, description: 'The verification policy keys whose signature over the digest verified.' }),
+  },
+  { description: 'An OCI artifact as a Resolve Job found it.' },
+);
+export type PinnedOciArtifact = Static<typeof pinnedOciArtifact>;
+
 export const pinnedArtifact = object(
   {
-    configMapName: dnsSubdomain(),
-    configMapUID: uid(),
-    digest: sha256('Digest of the ConfigMap content (src/shared/artifact.ts).'),
+    configMapName: optional(dnsSubdomain()),
+    configMapUID: optional(uid()),
+    oci: optional(pinnedOciArtifact),
+    digest: sha256('Digest of the artifact\'s files, as a ConfigMap of the same files has it (src/shared/artifact.ts).'),
     verificationPolicyUID: uid(),
     verificationPolicyDigest: sha256(),
     resolvedAt: timestamp(),
   },
-  { description: 'The artifact as resolved and verified: the exact ConfigMap and policy every later step uses.' },
+  {
+    description: 'The artifact as resolved and verified: the exact ConfigMap or OCI digest, and the policy, every later step uses.',
+    rules: [{ rule: 'has(self.configMapName) != has(self.oci)', message: 'a pin names a ConfigMap or an OCI artifact' }],
+  },
 );
 export type PinnedArtifact = Static<typeof pinnedArtifact>;
 
@@ -317,7 +354,7 @@ export type ManagerRecord = Static<typeof managerRecord>;
 export const activeOperation = object(
   {
     type: string({
-      description: 'Observe, Plan or Apply for a PtahSchema; History or Apply for a PtahMigration. A newer operator may write others.',
+      description: 'Resolve, Observe, Plan or Apply for a PtahSchema; Resolve, History or Apply for a PtahMigration. A newer operator may write others.',
       maxLength: 32,
       pattern: '^[A-Z][A-Za-z]*$',
     }),
@@ -342,6 +379,10 @@ export const activeOperation = object(
     approvalRef: optional(objectRef),
     planRef: optional(objectRef),
     artifact: optional(pinnedArtifact),
+    verificationPolicy: optional(object(
+      { uid: uid(), digest: sha256() },
+      { description: 'A Resolve only: the verification policy the artifact is held to, as the manager read it when it claimed.' },
+    )),
     retryNotBefore: optional(timestamp()),
     proofOf: optional(sha256('PtahSchema only: the Apply operation whose proof this reading carries out, under its Lease.')),
   },

@@ -23,7 +23,8 @@ import { DEFAULT_MIGRATION_FORMAT, type MigrationFormat } from '../migration-for
 import { adoptionEnvValue, type MigrationAdoption } from '../migration-adoption.js';
 import { isRepairResolution } from '../migration-repair.js';
 import { expectedSequenceDigest, sequenceEntry, sequenceShapeProblem, type ExpectedMigration } from '../runner-protocol.js';
-import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
+import { JOB_PATHS, MAX_LOCK_TIMEOUT_MS, REGISTRY_ONLY_RUNNER_OPERATIONS, RUNNER_ENV, type RunnerOperation } from '../runner-env.js';
+import type { ArtifactKind } from '../oci/artifact-layout.js';
 import {
   declaredMetadataProblem,
   EVIDENCE_FINALIZER,
@@ -92,7 +93,9 @@ export interface ClaimedOperation {
   executionNotAfter?: string;
   terminationGracePeriodSeconds?: number;
   planRef?: ObjectRef;
-  artifact?: { configMapName: string; digest: string };
+  artifact?: { configMapName?: string; oci?: { pinnedReference: string }; digest: string };
+  /** A Resolve: the verification policy's digest the runner must find. */
+  verificationPolicy?: { digest: string };
   /** A schema proof reading: the Apply operation it proves. */
   proofOf?: string;
 }
@@ -148,15 +151,41 @@ export interface JobBindings {
   historyFingerprint?: string;
 }
 
+/** How the Pods that talk to a registry reach it: spec.*.oci's Secret and CA, mounted only into them. */
+export interface RegistryAccess {
+  kind: ArtifactKind;
+  registryAuthFrom?: { name: string };
+  caFrom?: { name: string; key: string };
+}
+
+/**
+ * A database Job's artifact: the pinned ConfigMap, mounted; or the pinned OCI digest, written into a memory volume
+ * by the fetch init container. Either way the runner checks the files against `digest`.
+ */
+export type JobArtifact =
+  | { configMapName: string; digest: string }
+  | { oci: RegistryAccess & { pinnedReference: string }; digest: string };
+
+/** A Resolve Job's inputs: the reference as the spec writes it, and the policy the manager pinned. */
+export interface ResolveInput extends RegistryAccess {
+  reference: string;
+  verificationPolicyRef: { name: string; key: string };
+  verificationPolicyDigest: string;
+}
+
 export interface OperationJobInput {
   family: Family;
   owner: JobOwner;
   claim: ClaimedOperation;
   runnerOperation: string;
-  target: { urlFrom: SecretKeyRef };
+  /** Every database operation; never a Resolve. */
+  target?: { urlFrom: SecretKeyRef };
   /** Schema Plan only: the scratch database. */
   dev?: { urlFrom: SecretKeyRef };
-  artifact: { configMapName: string; digest: string };
+  /** Every database operation; never a Resolve. */
+  artifact?: JobArtifact;
+  /** A Resolve only. */
+  resolve?: ResolveInput;
   /** PtahMigration: spec.artifact.format, how the executor reads the artifact. */
   migrationFormat?: MigrationFormat;
   /** PtahMigration: spec.adoption, the files another tool applied, read while the history is empty. */
@@ -216,13 +245,13 @@ export function buildOperationJob(input: OperationJobInput): V1Job {
   const annotations = { ...declared.annotations, ...operatorAnnotations(input, runnerOperation, mutating) };
 
   const env = environment(input, runnerOperation, mutating, terminationGracePeriodSeconds, lockTimeoutMs);
-  const { volumes, volumeMounts } = storage(input, runnerOperation);
-  const container: V1Container = {
-    name: RUNNER_CONTAINER,
+  const { volumes, volumeMounts, fetch } = storage(input, runnerOperation);
+  const runnerContainer = (name: string, args: string[], containerEnv: V1EnvVar[], mounts: V1VolumeMount[]): V1Container => ({
+    name,
     image: manager.runnerImage,
     command: [RUNNER_COMMAND],
-    args: ['--operation', runnerOperation],
-    env,
+    args,
+    env: containerEnv,
     imagePullPolicy: 'IfNotPresent',
     resources: (storedShape(toPlain(execution.resources)) ?? {}) as V1ResourceRequirements,
     securityContext: {
@@ -236,13 +265,15 @@ export function buildOperationJob(input: OperationJobInput): V1Job {
     },
     terminationMessagePath: JOB_PATHS.terminationLog,
     terminationMessagePolicy: 'File',
-    volumeMounts,
+    volumeMounts: mounts,
     workingDir: JOB_PATHS.work,
-  };
+  });
+  const container = runnerContainer(RUNNER_CONTAINER, ['--operation', runnerOperation], env, volumeMounts);
   const podSpec: V1PodSpec = {
     activeDeadlineSeconds,
     automountServiceAccountToken: false,
     containers: [container],
+    ...(fetch ? { initContainers: [runnerContainer(FETCH_CONTAINER, ['--fetch-artifact'], fetch.env, fetch.volumeMounts)] } : {}),
     dnsPolicy: 'ClusterFirst',
     enableServiceLinks: false,
     restartPolicy: 'Never',
@@ -356,14 +387,18 @@ function checkManager(manager: ManagerIdentity): void {
 
 function checkReferences(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean): void {
   const { claim, bindings, artifact } = input;
+  if (REGISTRY_ONLY_RUNNER_OPERATIONS.has(runnerOperation)) return checkResolve(input);
+  if (input.resolve) throw new JobBuildError('InvalidInput', `a ${runnerOperation} Job is given a Resolve's inputs`);
   checkSecretRef(input.target?.urlFrom, 'spec.target.urlFrom');
   if (input.dev) {
     if (runnerOperation !== 'plan') throw new JobBuildError('InvalidInput', `a scratch database is given to a ${runnerOperation} Job; only plan uses one`);
     checkSecretRef(input.dev.urlFrom, 'spec.dev.urlFrom');
   }
-  if (!artifact?.configMapName) throw new JobBuildError('InvalidBinding', 'no artifact ConfigMap is pinned');
+  if (!artifact || !('oci' in artifact ? artifact.oci.pinnedReference : artifact.configMapName)) throw new JobBuildError('InvalidBinding', 'no artifact is pinned');
   if (!isDigest(artifact.digest)) throw new JobBuildError('InvalidBinding', 'the pinned artifact digest is not a sha256 digest');
-  if (claim.artifact && (claim.artifact.configMapName !== artifact.configMapName || claim.artifact.digest !== artifact.digest)) {
+  if ('oci' in artifact) checkRegistryAccess(artifact.oci);
+  if (claim.artifact && (claim.artifact.digest !== artifact.digest || claim.artifact.configMapName !== ('oci' in artifact ? undefined : artifact.configMapName) ||
+      claim.artifact.oci?.pinnedReference !== ('oci' in artifact ? artifact.oci.pinnedReference : undefined))) {
     throw new JobBuildError('InvalidBinding', 'the artifact is not the one the claim pinned');
   }
   if (!isDigest(bindings.coordinationDigest)) throw new JobBuildError('InvalidBinding', 'the coordination digest is not a sha256 digest');
@@ -417,6 +452,27 @@ function checkReferences(input: OperationJobInput, runnerOperation: RunnerOperat
     const shape = sequenceShapeProblem(sequence);
     if (shape) throw new JobBuildError('InvalidBinding', `the migration sequence ${shape}`);
   }
+}
+
+/** A Resolve reads a registry and a policy, and is given no database, no artifact and no binding a database run checks. */
+function checkResolve(input: OperationJobInput): void {
+  const { resolve, claim, bindings } = input;
+  if (input.target || input.dev || input.artifact || claim.artifact) throw new JobBuildError('InvalidInput', 'a Resolve Job is given a database or an artifact; it reads only the registry');
+  if (!resolve?.reference) throw new JobBuildError('InvalidInput', 'a Resolve Job names no reference');
+  checkRegistryAccess(resolve);
+  if (!resolve.verificationPolicyRef?.name || !resolve.verificationPolicyRef.key) throw new JobBuildError('InvalidInput', 'a Resolve Job names no verification policy key');
+  if (!isDigest(resolve.verificationPolicyDigest) || claim.verificationPolicy?.digest !== resolve.verificationPolicyDigest) {
+    throw new JobBuildError('InvalidBinding', 'the verification policy digest is not the one the claim pinned');
+  }
+  for (const [name, value] of Object.entries(bindings)) {
+    if (name !== 'coordinationDigest' && value !== undefined) throw new JobBuildError('InvalidBinding', `${name} is given to a resolve Job, which does not use it`);
+  }
+}
+
+function checkRegistryAccess(access: RegistryAccess): void {
+  if (access.kind !== 'schema' && access.kind !== 'migrations') throw new JobBuildError('InvalidInput', `the artifact kind ${JSON.stringify(access.kind)} is not schema or migrations`);
+  if (access.registryAuthFrom && !access.registryAuthFrom.name) throw new JobBuildError('InvalidInput', 'registryAuthFrom names no Secret');
+  if (access.caFrom && (!access.caFrom.name || !access.caFrom.key)) throw new JobBuildError('InvalidInput', 'caFrom names no ConfigMap key');
 }
 
 /** A binding is given exactly to the operation that uses it, so no Job carries a value nothing checks. */
@@ -505,23 +561,53 @@ function operatorAnnotations(input: OperationJobInput, runnerOperation: RunnerOp
   return annotations;
 }
 
+const value = (name: string, v: string): V1EnvVar => ({ name, value: v });
+// Sorted by name: a rebuild must produce the same list whatever order the code grows in.
+const sortedEnv = (env: V1EnvVar[]): V1EnvVar[] => env.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+/** What the mounted registry Secret and CA are called inside a Pod that talks to a registry. */
+const REGISTRY_CONFIG_FILE = 'config.json';
+const REGISTRY_CA_FILE = 'ca.pem';
+const VERIFICATION_POLICY_FILE = 'policy';
+/** The files an OCI artifact may hold once fetched: the runner's own bound on an artifact (src/runner/prepare.ts) and room. */
+const FETCHED_ARTIFACT_SIZE_LIMIT = '16Mi';
+const FETCH_CONTAINER = 'fetch-artifact';
+
+function registryEnv(access: RegistryAccess): V1EnvVar[] {
+  return [
+    value(RUNNER_ENV.ociArtifactKind, access.kind),
+    ...(access.registryAuthFrom ? [value(RUNNER_ENV.registryConfigDir, JOB_PATHS.registryConfig)] : []),
+    ...(access.caFrom ? [value(RUNNER_ENV.ociCaFile, `${JOB_PATHS.registryCa}/${REGISTRY_CA_FILE}`)] : []),
+  ];
+}
+
 function environment(input: OperationJobInput, runnerOperation: RunnerOperation, mutating: boolean, grace: number, lockTimeoutMs?: number): V1EnvVar[] {
-  const { claim, manager, bindings, artifact } = input;
-  const value = (name: string, v: string): V1EnvVar => ({ name, value: v });
+  const { claim, manager, bindings, artifact, resolve } = input;
   const secret = (name: string, ref: SecretKeyRef): V1EnvVar => ({ name, valueFrom: { secretKeyRef: { name: ref.name, key: ref.key } } });
   const env: V1EnvVar[] = [
     value(RUNNER_ENV.operationId, claim.id),
     value(RUNNER_ENV.protocolVersion, String(manager.runnerProtocolVersion)),
     value(RUNNER_ENV.executorIdentity, manager.executorIdentity),
-    secret(RUNNER_ENV.dbUrl, input.target.urlFrom),
-    value(RUNNER_ENV.coordinationDigest, bindings.coordinationDigest),
     value(RUNNER_ENV.terminationGraceSeconds, String(grace)),
     value(RUNNER_ENV.terminationMessagePath, JOB_PATHS.terminationLog),
-    value(RUNNER_ENV.artifactDir, JOB_PATHS.artifact),
-    value(RUNNER_ENV.expectedArtifactDigest, artifact.digest),
     value('HOME', JOB_PATHS.work),
     value('TMPDIR', JOB_PATHS.work),
   ];
+  if (resolve) {
+    env.push(
+      ...registryEnv(resolve),
+      value(RUNNER_ENV.ociReference, resolve.reference),
+      value(RUNNER_ENV.verificationPolicyFile, `${JOB_PATHS.verificationPolicy}/${VERIFICATION_POLICY_FILE}`),
+      value(RUNNER_ENV.expectedVerificationPolicyDigest, resolve.verificationPolicyDigest),
+    );
+    return sortedEnv(env);
+  }
+  env.push(
+    secret(RUNNER_ENV.dbUrl, input.target!.urlFrom),
+    value(RUNNER_ENV.coordinationDigest, bindings.coordinationDigest),
+    value(RUNNER_ENV.artifactDir, JOB_PATHS.artifact),
+    value(RUNNER_ENV.expectedArtifactDigest, artifact!.digest),
+  );
   if (input.dev) env.push(secret(RUNNER_ENV.devUrl, input.dev.urlFrom));
   // Only a format other than the default is carried, so a ptah-format Job rebuilds as the managers before formats built it.
   if (input.migrationFormat !== undefined && input.migrationFormat !== DEFAULT_MIGRATION_FORMAT) env.push(value(RUNNER_ENV.migrationFormat, input.migrationFormat));
@@ -547,15 +633,59 @@ function environment(input: OperationJobInput, runnerOperation: RunnerOperation,
       value(RUNNER_ENV.expectedHistoryFingerprint, bindings.historyFingerprint!),
     );
   }
-  // Sorted by name: a rebuild must produce the same list whatever order the code above grows in.
-  return env.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return sortedEnv(env);
 }
 
-function storage(input: OperationJobInput, runnerOperation: RunnerOperation): { volumes: V1Volume[]; volumeMounts: V1VolumeMount[] } {
-  const volumes: V1Volume[] = [
-    { name: 'artifact', configMap: { name: input.artifact.configMapName, defaultMode: READ_ONLY_FILE_MODE } },
-  ];
-  const volumeMounts: V1VolumeMount[] = [{ name: 'artifact', mountPath: JOB_PATHS.artifact, readOnly: true }];
+/** The registry Secret and CA, as volumes only the registry-facing container mounts. */
+function registryStorage(access: RegistryAccess): { volumes: V1Volume[]; volumeMounts: V1VolumeMount[] } {
+  const volumes: V1Volume[] = [];
+  const volumeMounts: V1VolumeMount[] = [];
+  if (access.registryAuthFrom) {
+    volumes.push({ name: 'registry-auth', secret: { secretName: access.registryAuthFrom.name, items: [{ key: '.dockerconfigjson', path: REGISTRY_CONFIG_FILE }], defaultMode: READ_ONLY_FILE_MODE } });
+    volumeMounts.push({ name: 'registry-auth', mountPath: JOB_PATHS.registryConfig, readOnly: true });
+  }
+  if (access.caFrom) {
+    volumes.push({ name: 'registry-ca', configMap: { name: access.caFrom.name, items: [{ key: access.caFrom.key, path: REGISTRY_CA_FILE }], defaultMode: READ_ONLY_FILE_MODE } });
+    volumeMounts.push({ name: 'registry-ca', mountPath: JOB_PATHS.registryCa, readOnly: true });
+  }
+  return { volumes, volumeMounts };
+}
+
+const WORK_MOUNT: V1VolumeMount = { name: 'work', mountPath: JOB_PATHS.work };
+
+function storage(input: OperationJobInput, runnerOperation: RunnerOperation): { volumes: V1Volume[]; volumeMounts: V1VolumeMount[]; fetch?: { env: V1EnvVar[]; volumeMounts: V1VolumeMount[] } } {
+  const volumes: V1Volume[] = [];
+  const volumeMounts: V1VolumeMount[] = [];
+  let fetch: { env: V1EnvVar[]; volumeMounts: V1VolumeMount[] } | undefined;
+  const { artifact, resolve } = input;
+  if (resolve) {
+    const registry = registryStorage(resolve);
+    volumes.push(...registry.volumes, {
+      name: 'verification-policy',
+      configMap: { name: resolve.verificationPolicyRef.name, items: [{ key: resolve.verificationPolicyRef.key, path: VERIFICATION_POLICY_FILE }], defaultMode: READ_ONLY_FILE_MODE },
+    });
+    volumeMounts.push(...registry.volumeMounts, { name: 'verification-policy', mountPath: JOB_PATHS.verificationPolicy, readOnly: true });
+  } else if (artifact && 'oci' in artifact) {
+    // The fetch init container holds the registry Secret and writes the files; the runner reads them and never sees the Secret.
+    const registry = registryStorage(artifact.oci);
+    volumes.push({ name: 'artifact', emptyDir: { medium: 'Memory', sizeLimit: FETCHED_ARTIFACT_SIZE_LIMIT } }, ...registry.volumes);
+    fetch = {
+      env: sortedEnv([
+        ...registryEnv(artifact.oci),
+        value(RUNNER_ENV.ociReference, artifact.oci.pinnedReference),
+        value(RUNNER_ENV.artifactDir, JOB_PATHS.artifact),
+        value(RUNNER_ENV.expectedArtifactDigest, artifact.digest),
+        value(RUNNER_ENV.terminationMessagePath, JOB_PATHS.terminationLog),
+        value('HOME', JOB_PATHS.work),
+        value('TMPDIR', JOB_PATHS.work),
+      ]),
+      volumeMounts: [{ name: 'artifact', mountPath: JOB_PATHS.artifact }, ...registry.volumeMounts, WORK_MOUNT],
+    };
+    volumeMounts.push({ name: 'artifact', mountPath: JOB_PATHS.artifact, readOnly: true });
+  } else if (artifact) {
+    volumes.push({ name: 'artifact', configMap: { name: artifact.configMapName, defaultMode: READ_ONLY_FILE_MODE } });
+    volumeMounts.push({ name: 'artifact', mountPath: JOB_PATHS.artifact, readOnly: true });
+  }
   if (runnerOperation === 'apply') {
     volumes.push({
       name: 'plan',
@@ -569,8 +699,8 @@ function storage(input: OperationJobInput, runnerOperation: RunnerOperation): { 
     volumeMounts.push({ name: 'plan', mountPath: JOB_PATHS.plan, readOnly: true });
   }
   volumes.push({ name: 'work', emptyDir: { medium: 'Memory', sizeLimit: WORK_SIZE_LIMIT } });
-  volumeMounts.push({ name: 'work', mountPath: JOB_PATHS.work });
-  return { volumes, volumeMounts };
+  volumeMounts.push(WORK_MOUNT);
+  return { volumes, volumeMounts, ...(fetch ? { fetch } : {}) };
 }
 
 /** The scheduling fields spec.execution declares, in the shape the API server stores them (absent when empty). */

@@ -7,7 +7,10 @@ import {
   JobBuildError,
   type ClaimedOperation,
   type ExecutionSpec,
+  type JobArtifact,
   type JobBindings,
+  type RegistryAccess,
+  type ResolveInput,
   type ManagerIdentity,
   type PolicySpec,
   type SecretKeyRef,
@@ -30,16 +33,24 @@ export interface ClaimOwnerObject {
     execution?: ExecutionSpec;
     /** Defaulted by the API server; the builder fills in the same defaults when it is read without them. */
     policy?: PolicySpec;
-    /** PtahMigration only: the directory format (defaulted by the API server to ptah). */
-    artifact?: { format?: MigrationFormat };
+    /** PtahMigration: where its artifact comes from, and the directory format (defaulted by the API server to ptah). */
+    artifact?: ArtifactSourceSpec & { format?: MigrationFormat };
+    /** PtahSchema: where its desired schema comes from. */
+    desired?: ArtifactSourceSpec;
     /** PtahMigration only: spec.adoption. */
     adoption?: MigrationAdoption;
   };
   status?: {
-    artifact?: { configMapName: string; digest: string };
+    artifact?: { configMapName?: string; oci?: { pinnedReference: string }; digest: string };
     /** PtahSchema only: the proof an Apply owes, with the connection the Apply ran against. */
     pendingObservation?: { applyOperationID: string; target: { urlFrom: SecretKeyRef }; dev?: { urlFrom: SecretKeyRef } };
   };
+}
+
+/** spec.artifact / spec.desired, as far as a Job is built from it. */
+export interface ArtifactSourceSpec {
+  oci?: { reference: string; registryAuthFrom?: { name: string }; caFrom?: { name: string; key: string } };
+  verificationPolicyRef?: { name: string; key: string };
 }
 
 interface PlanIdentity {
@@ -102,8 +113,6 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
   const { name = '', namespace = '', uid = '' } = owner.metadata ?? {};
   const runnerOperation = runnerOperationFor(family, claim.type);
   if (!runnerOperation) throw new JobBuildError('UnknownOperation', `operation type ${JSON.stringify(claim.type)} is not a ${family} operation this manager runs`);
-  const artifact = claim.artifact ?? owner.status?.artifact;
-  if (!artifact) throw new JobBuildError('InvalidBinding', 'neither the claim nor the owner pins an artifact');
   const coordinationDigest = claim.coordinationDigest ?? input.coordinationDigest;
   if (!coordinationDigest) throw new JobBuildError('InvalidBinding', 'neither the claim nor the caller names the realm');
 
@@ -135,15 +144,22 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     throw new JobBuildError('InvalidBinding', `a plan is given for a ${family} ${claim.type}, which runs none`);
   }
 
-  const { target, dev } = connectionOf(owner, claim);
+  const source = (family === 'schema' ? owner.spec.desired : owner.spec.artifact) ?? {};
+  const access = (oci: NonNullable<ArtifactSourceSpec['oci']>): RegistryAccess => ({
+    kind: family === 'schema' ? 'schema' : 'migrations',
+    ...(oci.registryAuthFrom ? { registryAuthFrom: oci.registryAuthFrom } : {}),
+    ...(oci.caFrom ? { caFrom: oci.caFrom } : {}),
+  });
+  const reads = claim.type === 'Resolve'
+    ? { resolve: resolveInput(source, claim, access) }
+    : { ...connectionOf(owner, claim), artifact: jobArtifact(claim.artifact ?? owner.status?.artifact, source, access) };
+  if (runnerOperation !== 'plan' && 'dev' in reads) delete reads.dev;
   return buildOperationJob({
     family,
     owner: { apiVersion: OWNER_API_VERSION, kind: owner.kind!, name, namespace, uid },
     claim,
     runnerOperation,
-    target,
-    ...(runnerOperation === 'plan' && dev ? { dev } : {}),
-    artifact: { configMapName: artifact.configMapName, digest: artifact.digest },
+    ...reads,
     ...(owner.spec.artifact?.format ? { migrationFormat: owner.spec.artifact.format } : {}),
     ...(owner.spec.adoption ? { migrationAdoption: owner.spec.adoption } : {}),
     execution: owner.spec.execution ?? {},
@@ -151,6 +167,24 @@ export function rebuildClaimJob(input: RebuildClaimJobInput): V1Job {
     manager: { ...input.manager, ...recordedManager(input.liveJob) },
     bindings,
   });
+}
+
+/** A database Job's artifact: the pin, read where the spec says it lives (a ConfigMap, or the registry with its Secret and CA). */
+function jobArtifact(pin: NonNullable<ClaimedOperation['artifact']> | undefined, source: ArtifactSourceSpec, access: (oci: NonNullable<ArtifactSourceSpec['oci']>) => RegistryAccess): JobArtifact {
+  if (!pin) throw new JobBuildError('InvalidBinding', 'neither the claim nor the owner pins an artifact');
+  if (pin.oci) {
+    if (!source.oci) throw new JobBuildError('InvalidBinding', 'the pinned artifact is from a registry, but the spec names none');
+    return { oci: { ...access(source.oci), pinnedReference: pin.oci.pinnedReference }, digest: pin.digest };
+  }
+  return { configMapName: pin.configMapName ?? '', digest: pin.digest };
+}
+
+/** A Resolve's inputs: the spec's reference and registry access, and the policy digest its claim pinned. */
+function resolveInput(source: ArtifactSourceSpec, claim: ClaimedOperation, access: (oci: NonNullable<ArtifactSourceSpec['oci']>) => RegistryAccess): ResolveInput {
+  if (!source.oci) throw new JobBuildError('InvalidInput', 'a Resolve needs spec.*.oci; the spec names no registry');
+  if (!source.verificationPolicyRef) throw new JobBuildError('InvalidInput', 'the spec names no verification policy');
+  if (!claim.verificationPolicy) throw new JobBuildError('InvalidClaim', 'a Resolve claim pins no verification policy');
+  return { ...access(source.oci), reference: source.oci.reference, verificationPolicyRef: source.verificationPolicyRef, verificationPolicyDigest: claim.verificationPolicy.digest };
 }
 
 /**

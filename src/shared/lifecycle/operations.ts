@@ -5,9 +5,9 @@ import type { MigrationPhase } from '../api/migration-kinds.js';
 import type { SchemaPhase } from '../api/schema-kinds.js';
 import type { RunnerOperation } from '../runner-env.js';
 
-export const SCHEMA_OPERATION_TYPES = ['Observe', 'Plan', 'Apply'] as const;
+export const SCHEMA_OPERATION_TYPES = ['Resolve', 'Observe', 'Plan', 'Apply'] as const;
 export type SchemaOperationType = (typeof SCHEMA_OPERATION_TYPES)[number];
-export const MIGRATION_OPERATION_TYPES = ['History', 'Apply'] as const;
+export const MIGRATION_OPERATION_TYPES = ['Resolve', 'History', 'Apply'] as const;
 export type MigrationOperationType = (typeof MIGRATION_OPERATION_TYPES)[number];
 
 export interface OperationAnswers {
@@ -39,13 +39,16 @@ const UNKNOWN: OperationAnswers = Object.freeze({
 
 type Row<P> = { mutating: boolean; holdsRealm: boolean | 'whileProving'; carriesProof: boolean; phase: P; runnerOperation: RunnerOperation };
 
+// A Resolve reads a registry, never a database (docs/oci-artifacts.md): read-only, and it holds no realm.
 const SCHEMA: Record<SchemaOperationType, Row<SchemaPhase>> = {
+  Resolve: { mutating: false, holdsRealm: false, carriesProof: false, phase: 'Resolving', runnerOperation: 'resolve' },
   Observe: { mutating: false, holdsRealm: 'whileProving', carriesProof: true, phase: 'Observing', runnerOperation: 'observe' },
   Plan: { mutating: false, holdsRealm: true, carriesProof: true, phase: 'Planning', runnerOperation: 'plan' },
   Apply: { mutating: true, holdsRealm: true, carriesProof: false, phase: 'Applying', runnerOperation: 'apply' },
 };
 
 const MIGRATION: Record<MigrationOperationType, Row<MigrationPhase>> = {
+  Resolve: { mutating: false, holdsRealm: false, carriesProof: false, phase: 'Resolving', runnerOperation: 'resolve' },
   History: { mutating: false, holdsRealm: false, carriesProof: false, phase: 'Reading', runnerOperation: 'migration-history' },
   Apply: { mutating: true, holdsRealm: true, carriesProof: false, phase: 'Applying', runnerOperation: 'migration-apply' },
 };
