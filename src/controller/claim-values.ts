@@ -1,7 +1,7 @@
 // The values every claim is bounded by, in both families: its operation ID, the placeholder Lease epoch it
 // persists before any acquisition, and an Apply's time window and Lease.
 import { randomBytes } from 'node:crypto';
-import type { PinnedArtifact } from '../shared/api/shapes.js';
+import type { ActiveOperation, PinnedArtifact } from '../shared/api/shapes.js';
 import { sha256Digest } from '../shared/canonical.js';
 import { DEFAULT_ACTIVE_DEADLINE_SECONDS, JOB_DEADLINE_GRACE_SECONDS } from '../shared/job/build.js';
 import { MAX_LEASE_SECONDS } from '../shared/targetlock.js';
@@ -53,4 +53,13 @@ export function pinIdentity(artifact: PinnedArtifact | undefined): Omit<PinnedAr
   if (!artifact) return null;
   const { configMapName, configMapUID, digest, verificationPolicyUID, verificationPolicyDigest } = artifact;
   return { configMapName, configMapUID, digest, verificationPolicyUID, verificationPolicyDigest };
+}
+
+/**
+ * A Resolve claim (docs/oci-artifacts.md), in both families: read-only, no Lease, no database; it pins no artifact
+ * (it finds one), so its fingerprint folds none, and it carries the verification policy the manager read, which its
+ * Job must find unchanged. `fingerprint` is the family's input fingerprint of a claim pinning nothing.
+ */
+export function resolveClaim(now: string, epoch: string, policy: { uid: string; digest: string }, fingerprint: string): Omit<ActiveOperation, 'jobName'> {
+  return { type: 'Resolve', id: newOperationId(), inputFingerprint: fingerprint, startedAt: now, attempt: 1, executionBindingID: epoch, verificationPolicy: policy };
 }

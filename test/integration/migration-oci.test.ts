@@ -6,51 +6,23 @@
 // and no database Job ever runs. The database's own history table is the witness; no status, Event, plan or Job
 // holds a registry credential.
 import t from 'tap';
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { V1ConfigMap, V1Job, V1Secret } from '@kubernetes/client-node';
+import type { V1Job, V1Secret } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import { sampleObjects, sampleOf } from './operator-install.js';
-import { createPki } from '../../tools/stack/pki.js';
 import { startRegistry } from '../../tools/stack/registry.js';
-import { pushDirectory } from '../harness/oci-push.js';
+import { ociWorld, type OciWorld } from './oci-world.js';
 import { migrationWorld, SAMPLE, WAIT_MS, type MigrationWorld } from './migration-world.js';
 
-const scratch = await mkdtemp(join(tmpdir(), 'ptah-migration-oci-'));
-const pki = await createPki(join(scratch, 'pki'));
-const registry = await startRegistry(pki);
-t.teardown(() => registry.stop());
-const SOURCE = { 'org.opencontainers.image.source': 'https://git.example/shop/orders' };
-/** The password of the Secret the registry refuses: random, so that no name in the test can contain it. */
-const WRONG_PASSWORD = `wrong-${Math.random().toString(36).slice(2)}`;
 const POLICY = 'version: 1\nrequiredAnnotations: [org.opencontainers.image.source]\nartifactTypes: [application/vnd.ptah-operator.migrations.v1]\n';
-
-async function push(name: string, files: Record<string, string>, reference: string, annotations: Record<string, string> = SOURCE): Promise<string> {
-  const dir = join(scratch, name);
-  await mkdir(dir);
-  for (const [file, text] of Object.entries(files)) await writeFile(join(dir, file), text);
-  return pushDirectory(registry, dir, reference, annotations);
-}
-
-/** The registry Secret, its CA and a policy, in the test's namespace. */
-async function installRegistryAccess(w: MigrationWorld): Promise<void> {
-  const configJson = await readFile(join(registry.dockerConfigDir, 'config.json'), 'utf8');
-  await w.admin.create<V1Secret>({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'registry', namespace: w.ns }, type: 'kubernetes.io/dockerconfigjson', stringData: { '.dockerconfigjson': configJson } });
-  const wrong = JSON.stringify({ auths: { [registry.host]: { auth: Buffer.from(`${registry.username}:${WRONG_PASSWORD}`).toString('base64') } } });
-  await w.admin.create<V1Secret>({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'registry-wrong', namespace: w.ns }, type: 'kubernetes.io/dockerconfigjson', stringData: { '.dockerconfigjson': wrong } });
-  await w.admin.create<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'registry-ca', namespace: w.ns }, data: { 'ca.pem': registry.caPem } });
-  await w.admin.create<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'oci-policy', namespace: w.ns }, immutable: true, data: { 'policy.yaml': POLICY } });
-}
 
 const samples = await sampleObjects(SAMPLE);
 
-async function createOciMigration(w: MigrationWorld, name: string, reference: string, secret: string, options: { apply: 'Always' | 'OnApproval'; auth?: string; interval?: string; host?: string }): Promise<PtahMigration> {
+async function createOciMigration(w: MigrationWorld, o: OciWorld, name: string, reference: string, secret: string, options: { apply: 'Always' | 'OnApproval'; auth?: string; interval?: string; host?: string }): Promise<PtahMigration> {
   const sample = sampleOf<PtahMigration>(samples, KINDS.PtahMigration.kind);
   sample.metadata = { name, namespace: w.ns };
   sample.spec.artifact = {
-    oci: { reference: `${options.host ?? registry.host}/${reference}`, registryAuthFrom: { name: options.auth ?? 'registry' }, caFrom: { name: 'registry-ca', key: 'ca.pem' } },
+    oci: o.source(reference, options),
     verificationPolicyRef: { name: 'oci-policy', key: 'policy.yaml' },
     format: 'ptah',
   };
@@ -67,13 +39,15 @@ const operationOf = (job: V1Job): string | undefined => job.spec?.template?.spec
 
 t.test('a directory of 1,000 files converges from the registry; only the registry-facing containers hold the registry Secret', async (t) => {
   const w = await migrationWorld(t);
-  await installRegistryAccess(w);
+  const o = await ociWorld(t);
+  const { registry } = o;
+  await o.install(w.admin, w.ns, POLICY);
   await w.startController();
   const db = await w.database('oci_many');
   const secret = await w.installSample(db);
   const FILES = 1000;
-  const digest = await push('many', Object.fromEntries(Array.from({ length: FILES }, (_, i) => [`${i + 1}_t${i + 1}.up.sql`, `CREATE TABLE t${i + 1} (x int);\n`])), 'app/many:v1');
-  await createOciMigration(w, 'many', 'app/many:v1', secret, { apply: 'Always' });
+  const digest = await o.push(Object.fromEntries(Array.from({ length: FILES }, (_, i) => [`${i + 1}_t${i + 1}.up.sql`, `CREATE TABLE t${i + 1} (x int);\n`])), 'app/many:v1');
+  await createOciMigration(w, o, 'many', 'app/many:v1', secret, { apply: 'Always' });
   const synced = await w.waitFor('many', 'in sync', (m) => (m.status?.phase === 'InSync' && !m.status.activeOperation ? m : undefined), 4 * WAIT_MS);
   t.equal(synced.status?.artifact?.oci?.manifestDigest, digest, 'the pin is the pushed digest');
   t.equal(synced.status?.artifact?.oci?.pinnedReference, `${registry.host}/app/many@${digest}`);
@@ -108,23 +82,25 @@ t.test('a directory of 1,000 files converges from the registry; only the registr
 
 t.test('a moved tag retires the plan before its approval; each refusal is Blocked with its reason and runs nothing', async (t) => {
   const w = await migrationWorld(t);
-  await installRegistryAccess(w);
+  const o = await ociWorld(t);
+  const { registry } = o;
+  await o.install(w.admin, w.ns, POLICY);
   await w.startController();
   const db = await w.database('oci_moved');
   const secret = await w.installSample(db);
 
-  const first = await push('moving-r1', { '1_old_only.up.sql': 'CREATE TABLE old_only (x int);\n' }, 'app/moving:v1');
-  await createOciMigration(w, 'moving', 'app/moving:v1', secret, { apply: 'OnApproval', interval: '10s' });
+  const first = await o.push({ '1_old_only.up.sql': 'CREATE TABLE old_only (x int);\n' }, 'app/moving:v1');
+  await createOciMigration(w, o, 'moving', 'app/moving:v1', secret, { apply: 'OnApproval', interval: '10s' });
   const awaiting = await w.waitFor('moving', 'the first plan awaiting approval', (m) => (m.status?.phase === 'AwaitingApproval' ? m : undefined));
   t.equal(awaiting.status?.artifact?.oci?.manifestDigest, first);
   const firstPlan = await w.plan('moving');
 
   // Refusals, all at once: each resource gets its own Resolve and nothing else.
-  const down = await startRegistry(pki);
+  const down = await startRegistry(o.pki);
   await down.stop();
-  await push('schema', { 'schema.sql': 'CREATE TABLE s (x int);\n' }, 'app/schema:v1');
-  await push('bare', { '1_a.up.sql': 'CREATE TABLE a (x int);\n' }, 'app/bare:v1', {});
-  await push('good', { '1_g.up.sql': 'CREATE TABLE g (x int);\n' }, 'app/good:v1');
+  await o.push({ 'schema.sql': 'CREATE TABLE s (x int);\n' }, 'app/schema:v1');
+  await o.push({ '1_a.up.sql': 'CREATE TABLE a (x int);\n' }, 'app/bare:v1', {});
+  await o.push({ '1_g.up.sql': 'CREATE TABLE g (x int);\n' }, 'app/good:v1');
   const refusals: [string, string, string, string | undefined][] = [
     ['wrong-type', 'app/schema:v1', 'ArtifactTypeMismatch', undefined],
     ['no-annotation', 'app/bare:v1', 'ArtifactRefused', undefined],
@@ -135,7 +111,7 @@ t.test('a moved tag retires the plan before its approval; each refusal is Blocke
   await w.admin.create<V1Secret>({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'registry-down', namespace: w.ns }, type: 'kubernetes.io/dockerconfigjson',
     stringData: { '.dockerconfigjson': JSON.stringify({ auths: { [down.host]: { auth: Buffer.from('u:p').toString('base64') } } }) } });
   for (const [name, reference, , auth] of refusals) {
-    await createOciMigration(w, name, reference, secret, { apply: 'Always', ...(auth ? { auth } : {}), ...(name === 'registry-down' ? { host: down.host } : {}) });
+    await createOciMigration(w, o, name, reference, secret, { apply: 'Always', ...(auth ? { auth } : {}), ...(name === 'registry-down' ? { host: down.host } : {}) });
   }
   for (const [name, , reason] of refusals) {
     const blocked = await w.waitFor(name, `Blocked with ${reason}`, (m) => (m.status?.phase === 'Blocked' && m.status.conditions?.some((c) => c.reason === reason) ? m : undefined));
@@ -144,7 +120,7 @@ t.test('a moved tag retires the plan before its approval; each refusal is Blocke
   }
 
   // The tag moves before anyone approves the first plan.
-  const second = await push('moving-r2', { '1_old_only.up.sql': 'CREATE TABLE old_only (x int);\n', '2_new_only.up.sql': 'CREATE TABLE new_only (x int);\n' }, 'app/moving:v1');
+  const second = await o.push({ '1_old_only.up.sql': 'CREATE TABLE old_only (x int);\n', '2_new_only.up.sql': 'CREATE TABLE new_only (x int);\n' }, 'app/moving:v1');
   t.not(second, first, 'the tag names new content');
   const moved = await w.waitFor('moving', 'the plan of the moved tag', (m) =>
     (m.status?.phase === 'AwaitingApproval' && m.status.plan && m.status.plan.name !== firstPlan.metadata.name ? m : undefined));
@@ -171,7 +147,7 @@ t.test('a moved tag retires the plan before its approval; each refusal is Blocke
   const events = await w.admin.list('events.k8s.io/v1', 'Event', w.ns);
   const texts = [JSON.stringify(migrations), JSON.stringify(plans), JSON.stringify(events), JSON.stringify([...w.jobsSeen.values()])];
   t.ok(events.length > 0, `${events.length} Events read`);
-  for (const secretText of [registry.password, auth, WRONG_PASSWORD]) {
+  for (const secretText of [registry.password, auth, o.wrongPassword]) {
     t.notOk(texts.some((text) => text.includes(secretText)), 'no status, plan, Event or Job holds a registry credential');
   }
 });

@@ -3,7 +3,8 @@
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { dispatch, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { migrationOperation } from '../../shared/lifecycle/operations.js';
-import type { MigrationPhase, PtahMigrationPlan } from '../../shared/api/migration-kinds.js';
+import type { V1Job } from '@kubernetes/client-node';
+import type { MigrationPhase, PtahMigrationPlan, PtahMigrationStatus } from '../../shared/api/migration-kinds.js';
 import { approvalStillAuthorizes, consumeMigrationApproval } from './approval.js';
 import { reconcileActiveClaim } from '../active-claim.js';
 import { familyDispatch } from '../dispatch-family.js';
@@ -11,7 +12,7 @@ import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.j
 import { retryMigrationReading } from './claim.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
 import { harvestMigrationApply, harvestMigrationHistory } from './harvest.js';
-import { harvestMigrationResolve } from './resolve.js';
+import { harvestResolve, resolveStillAuthorized } from '../resolution.js';
 import { claimInputsHold, claimPlan, holdMigrationJobToItsClaim, rebuildMigrationJob } from './job.js';
 import { currentMigrationPlan } from './plan.js';
 import { retireMigrationClaim } from './retire.js';
@@ -51,6 +52,15 @@ export function reconcileActiveMigration(pass: MigrationPass, claim: ActiveOpera
     harvest: (job, plan) => (claim.type === 'Apply'
       ? harvestMigrationApply(pass, claim, job, plan)
       : claim.type === 'Resolve' ? harvestMigrationResolve(pass, claim, job) : harvestMigrationHistory(pass, claim, job)),
+  });
+}
+
+function harvestMigrationResolve(pass: MigrationPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  return harvestResolve<PtahMigrationStatus, MigrationPhase>(pass, claim, job, {
+    status: pass.status,
+    oci: pass.m.spec.artifact.oci,
+    retry: (why, refused) => retryMigrationReading(pass, why, refused),
+    retire: (j, record, report) => retireMigrationClaim(pass, { disposition: 'accounted', why: 'Resolved', job: j, record, report }),
   });
 }
 
@@ -102,8 +112,7 @@ async function authorizeMigrationClaim(pass: MigrationPass, claim: ActiveOperati
   const inputs = await claimInputsHold(pass, claim);
   if (!inputs.hold) return refuse('InputsChanged', inputs.why);
   if (claim.type === 'Resolve') {
-    const policy = claim.verificationPolicy;
-    const moved = policy ? await verificationPolicyStillBinds(pass, pass.m.spec.artifact, { verificationPolicyUID: policy.uid, verificationPolicyDigest: policy.digest }) : 'the claim pins no policy';
+    const moved = await resolveStillAuthorized(pass, pass.m.spec.artifact, claim);
     return moved ? refuse('VerificationPolicyChanged', moved) : authorized();
   }
   if (!claim.artifact) return refuse('ArtifactChanged', 'the claim pins no artifact');

@@ -9,7 +9,7 @@ import { DEFAULT_TERMINATION_GRACE_SECONDS } from '../../shared/job/build.js';
 import { jobNameFor } from '../../shared/naming.js';
 import { addFinalizer } from '../finalizer.js';
 import { endPass, type MigrationPass, type PassEnd } from './context.js';
-import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch } from '../claim-values.js';
+import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch, resolveClaim } from '../claim-values.js';
 import { migrationInputFingerprint } from './fingerprint.js';
 import { countJobOutcome } from '../operator-metrics.js';
 import { giveJobCleanupTtl } from '../release.js';
@@ -17,6 +17,7 @@ import { unresolvedMessage } from './unresolved.js';
 import { planText } from './plan.js';
 import { statusWithCondition, writeMigrationStatus, type Report } from './status.js';
 import type { PolicyPin } from '../artifact.js';
+import { resolveRetryReport } from '../resolution.js';
 
 class ClaimRefused extends Error {
   override name = 'ClaimRefused';
@@ -58,23 +59,12 @@ function baseClaim(pass: MigrationPass, type: 'History' | 'Apply', planRef?: Act
   };
 }
 
-/**
- * A Resolve of spec.artifact.oci (docs/oci-artifacts.md): read-only, no Lease, no database; it pins no artifact (it
- * finds one) and carries the verification policy the manager read, which its Job must find unchanged.
- */
+/** A Resolve of spec.artifact.oci (claim-values.ts). */
 export async function claimMigrationResolve(pass: MigrationPass, policy: PolicyPin, why: string): Promise<PassEnd> {
   const binding = pass.status.executionBinding;
   if (!binding) throw new ClaimRefused('a claim needs an execution binding');
-  const body: Omit<ActiveOperation, 'jobName'> = {
-    type: 'Resolve',
-    id: newOperationId(),
-    inputFingerprint: migrationInputFingerprint(pass.m, { type: 'Resolve', artifact: undefined, executionBindingID: binding.epoch, coordinationDigest: pass.realm() }),
-    startedAt: pass.nowIso(),
-    attempt: 1,
-    executionBindingID: binding.epoch,
-    verificationPolicy: policy,
-  };
-  return writeClaim(pass, body, { phase: 'Resolving', reason: 'Resolving', message: why });
+  const fingerprint = migrationInputFingerprint(pass.m, { type: 'Resolve', artifact: undefined, executionBindingID: binding.epoch, coordinationDigest: pass.realm() });
+  return writeClaim(pass, resolveClaim(pass.nowIso(), binding.epoch, policy, fingerprint), { phase: 'Resolving', reason: 'Resolving', message: why });
 }
 
 /** A History reading: read-only, takes no Lease, records no realm (its Job carries the resource's). */
@@ -135,9 +125,7 @@ export async function retryMigrationReading(pass: MigrationPass, why: string, re
   const next: ActiveOperation = { ...body, jobName: jobNameOf(pass, body) };
   // A refused Resolve is Blocked with the registry's or the policy's reason until a retry pins the artifact.
   const status = refused ? statusWithCondition(pass, pass.status, 'ArtifactVerified', 'False', refused.reason, refused.message) : pass.status;
-  const report: Report = refused
-    ? { phase: 'Blocked', reason: refused.reason, message: `${refused.message}; resolved again at ${body.retryNotBefore}` }
-    : { phase: claim.type === 'Resolve' ? 'Resolving' : 'Reading', reason: claim.type === 'Resolve' ? 'ResolveRetried' : 'HistoryReadRetried', message: why };
+  const report: Report = claim.type === 'Resolve' ? resolveRetryReport(why, body.retryNotBefore, refused) : { phase: 'Reading', reason: 'HistoryReadRetried', message: why };
   await writeMigrationStatus(pass, { ...status, activeOperation: next }, report);
   countJobOutcome(pass.kind, claim, 'Retried');
   pass.event('Warning', 'OperationRetried', `${claim.type} attempt ${claim.attempt} (Job ${claim.jobName}) is run again as attempt ${next.attempt}: ${why}`);

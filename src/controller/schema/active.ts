@@ -3,7 +3,8 @@
 // and what its proof adds. A reading that carries out a proof renews the proof's Lease first (a proof whose Lease
 // changed hands proves nothing), never starts beside an Apply Pod that may still run, and may be ended by a person's
 // acknowledgment instead of being created.
-import type { PtahSchemaPlan, SchemaPhase } from '../../shared/api/schema-kinds.js';
+import type { V1Job } from '@kubernetes/client-node';
+import type { PtahSchemaPlan, PtahSchemaStatus, SchemaPhase } from '../../shared/api/schema-kinds.js';
 import type { ActiveOperation } from '../../shared/api/shapes.js';
 import { dispatch, DispatchRefused, type Authorization, type DispatchFamily } from '../../shared/lifecycle/dispatch.js';
 import { JobBuildError } from '../../shared/job/index.js';
@@ -13,6 +14,7 @@ import { reconcileActiveClaim } from '../active-claim.js';
 import { familyDispatch } from '../dispatch-family.js';
 import { artifactStillPinned, verificationPolicyStillBinds } from '../artifact.js';
 import { isJobTerminal } from '../evidence.js';
+import { harvestResolve, resolveStillAuthorized } from '../resolution.js';
 import { consumeSchemaApproval, markSchemaPlanApprovalsStale, schemaApprovalStillAuthorizes } from './approval.js';
 import { retrySchemaReading } from './claim.js';
 import { endPass, operationOf, servesProof, type PassEnd, type SchemaPass } from './context.js';
@@ -30,7 +32,9 @@ const runningReport = (claim: ActiveOperation, proving: boolean): Report => prov
   ? { phase: 'VerifyingConvergence', reason: 'VerifyingConvergence', message: `the proof's ${claim.type} is running in Job ${claim.jobName}` }
   : claim.type === 'Apply'
     ? { phase: 'Applying', reason: 'ApprovedPlan', message: `operation ${claim.id} is running in Job ${claim.jobName}` }
-    : { phase: claim.type === 'Plan' ? 'Planning' : 'Observing', reason: 'OperationInProgress', message: `${claim.type} is running in Job ${claim.jobName}` };
+    : claim.type === 'Resolve'
+      ? { phase: 'Resolving', reason: 'Resolving', message: `resolving the desired schema in Job ${claim.jobName}` }
+      : { phase: claim.type === 'Plan' ? 'Planning' : 'Observing', reason: 'OperationInProgress', message: `${claim.type} is running in Job ${claim.jobName}` };
 
 /** The schema's side of the shared claim in flight (active-claim.ts). */
 export function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOperation): Promise<PassEnd> {
@@ -76,7 +80,22 @@ export function reconcileActiveSchema(pass: SchemaPass, claim: ActiveOperation):
       },
       report: { phase: 'Pending', reason: 'InputsChanged', message: `the reading in Job ${claim.jobName} is stale: ${why}` },
     }),
-    harvest: (job) => (claim.type === 'Apply' ? harvestSchemaApply(pass, claim, job) : claim.type === 'Plan' ? harvestSchemaPlan(pass, claim, job) : harvestSchemaObserve(pass, claim, job)),
+    harvest: (job) => (claim.type === 'Apply'
+      ? harvestSchemaApply(pass, claim, job)
+      : claim.type === 'Plan' ? harvestSchemaPlan(pass, claim, job) : claim.type === 'Resolve' ? harvestSchemaResolve(pass, claim, job) : harvestSchemaObserve(pass, claim, job)),
+  });
+}
+
+function harvestSchemaResolve(pass: SchemaPass, claim: ActiveOperation, job: V1Job): Promise<PassEnd> {
+  return harvestResolve<PtahSchemaStatus, SchemaPhase>(pass, claim, job, {
+    status: pass.status,
+    oci: pass.s.spec.desired.oci,
+    retry: (why, refused) => retrySchemaReading(pass, why, refused),
+    retire: (j, record, report) => retireSchemaClaim(pass, { disposition: 'accounted', why: 'Resolved', job: j, record, report }),
+    // Approvals of the old desired schema's plan can never be reserved again.
+    moved: async (previous) => {
+      if (previous.plan) await markSchemaPlanApprovalsStale(pass, previous.plan, 'DesiredStateChanged', `the desired schema moved to ${pass.status.artifact?.digest ?? 'another artifact'}`);
+    },
   });
 }
 
@@ -198,6 +217,10 @@ async function authorizeSchemaClaim(pass: SchemaPass, claim: ActiveOperation): P
   if (pass.s.spec.suspend && !proving) return refuse('Suspended', 'the resource is suspended; no new Job is dispatched');
   const inputs = await schemaClaimInputsHold(pass, claim);
   if (!inputs.hold) return refuse('InputsChanged', inputs.why);
+  if (claim.type === 'Resolve') {
+    const moved = await resolveStillAuthorized(pass, pass.s.spec.desired, claim);
+    return moved ? refuse('VerificationPolicyChanged', moved) : authorized();
+  }
   if (!claim.artifact) return refuse('ArtifactChanged', 'the claim pins no artifact');
   if (proving) return authorized();
   const artifactMoved = await artifactStillPinned(pass, pass.s.spec.desired, claim.artifact);

@@ -10,7 +10,7 @@ import { parseDuration } from '../../shared/api/duration.js';
 import { DEFAULT_TERMINATION_GRACE_SECONDS } from '../../shared/job/build.js';
 import { schemaOperation, type SchemaOperationType } from '../../shared/lifecycle/operations.js';
 import { claimJobName } from '../../shared/naming.js';
-import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch } from '../claim-values.js';
+import { applyDeadlines, applyLeaseDuration, applyWindowSeconds, newOperationId, placeholderLeaseEpoch, resolveClaim } from '../claim-values.js';
 import { addFinalizer } from '../finalizer.js';
 import { countJobOutcome } from '../operator-metrics.js';
 import { giveJobCleanupTtl } from '../release.js';
@@ -18,6 +18,9 @@ import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { schemaInputFingerprint } from './fingerprint.js';
 import { completeSchemaPendingLockRelease, releaseOwedBy } from './retire.js';
 import { writeSchemaStatus, type Report } from './status.js';
+import type { PolicyPin } from '../artifact.js';
+import { resolveRetryReport } from '../resolution.js';
+import { statusWithCondition } from '../status.js';
 import { discardProofUnread, readingKeepsFailing } from './unreadable.js';
 
 export class ClaimRefused extends Error {
@@ -51,6 +54,14 @@ function baseClaim(pass: SchemaPass, type: SchemaOperationType, planRef?: Active
   };
   if (!schemaOperation(type).holdsRealm) return claim;
   return { ...claim, coordinationDigest: realm, leaseDurationSeconds: applyLeaseDuration(applyWindowSeconds(pass.s)), leaseEpoch: placeholderLeaseEpoch(id) };
+}
+
+/** A Resolve of spec.desired.oci (claim-values.ts). */
+export async function claimSchemaResolve(pass: SchemaPass, policy: PolicyPin, why: string): Promise<PassEnd> {
+  const binding = pass.status.executionBinding;
+  if (!binding) throw new ClaimRefused('a claim needs an execution binding');
+  const fingerprint = schemaInputFingerprint(pass.s, { type: 'Resolve', artifact: undefined, executionBindingID: binding.epoch, coordinationDigest: pass.realm() });
+  return writeClaim(pass, resolveClaim(pass.nowIso(), binding.epoch, policy, fingerprint), { phase: 'Resolving', reason: 'Resolving', message: why });
 }
 
 /** An ordinary reading: an Observe (holds nothing) or a Plan (holds the realm while it reads). */
@@ -124,7 +135,7 @@ export async function claimSchemaApply(pass: SchemaPass, plan: PtahSchemaPlan, a
  * a proof reading keeps the Apply's. A proof reading of a schema being deleted that keeps failing is not run again:
  * deletion ends the proof unread.
  */
-export async function retrySchemaReading(pass: SchemaPass, why: string): Promise<PassEnd> {
+export async function retrySchemaReading(pass: SchemaPass, why: string, refused?: { reason: string; message: string }): Promise<PassEnd> {
   const claim = pass.claim;
   if (!claim) throw new ClaimRefused('there is no reading to retry');
   if (readingKeepsFailing(pass, claim)) return discardProofUnread(pass, { reason: 'ReadingKeepsFailing', message: `${claim.type} attempt ${claim.attempt} failed too: ${why}` });
@@ -144,8 +155,10 @@ export async function retrySchemaReading(pass: SchemaPass, why: string): Promise
     ...(owed ? { leaseEpoch: placeholderLeaseEpoch(claim.id) } : {}),
   };
   const next: ActiveOperation = { ...body, jobName: jobNameOf(pass, body) };
-  await writeSchemaStatus(pass, { ...pass.status, activeOperation: next, ...(owed ? { pendingLockRelease: owed } : {}) },
-    { phase: 'Failed', reason: 'OperationRetried', message: why });
+  // A refused Resolve is Blocked with the registry's or the policy's reason until a retry pins the artifact.
+  const status = refused ? statusWithCondition(pass, pass.status, 'ArtifactVerified', 'False', refused.reason, refused.message) : pass.status;
+  const report: Report = claim.type === 'Resolve' ? resolveRetryReport(why, body.retryNotBefore, refused) : { phase: 'Failed', reason: 'OperationRetried', message: why };
+  await writeSchemaStatus(pass, { ...status, activeOperation: next, ...(owed ? { pendingLockRelease: owed } : {}) }, report);
   countJobOutcome(pass.kind, claim, 'Retried');
   pass.event('Warning', 'OperationRetried', `${claim.type} attempt ${claim.attempt} (Job ${claim.jobName}) is run again as attempt ${next.attempt}: ${why}`);
   if (owed) await completeSchemaPendingLockRelease(pass);

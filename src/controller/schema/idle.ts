@@ -5,11 +5,11 @@
 import { parseDuration } from '../../shared/api/duration.js';
 import { SCHEMA_ARTIFACT_KEY } from '../../shared/api/schema-kinds.js';
 import { approvalCondition, listApprovals } from '../approval.js';
-import { resolveArtifact, samePin } from '../artifact.js';
+import { ociArtifactVerdict, pinText, resolveArtifact, samePin } from '../artifact.js';
 import { statusWithCondition } from '../status.js';
 import { settleProofByAcknowledgment } from './acknowledgment.js';
 import { findSchemaApproval, markSchemaPlanApprovalsStale, SCHEMA_APPROVAL } from './approval.js';
-import { claimSchemaApply, claimSchemaReading } from './claim.js';
+import { claimSchemaApply, claimSchemaReading, claimSchemaResolve } from './claim.js';
 import { endPass, type PassEnd, type SchemaPass } from './context.js';
 import { currentSchemaPlan } from './plan.js';
 import { idlePreamble } from '../idle.js';
@@ -51,7 +51,9 @@ export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
   if (held) return held;
 
   const retryMs = parseDuration(pass.s.spec.execution?.failureRetryInterval ?? '30s');
-  const artifact = await resolveArtifact(pass, pass.s.spec.desired, SCHEMA_ARTIFACT_KEY);
+  const source = pass.s.spec.desired;
+  const artifact = source.oci ? await ociArtifactVerdict(pass, { ...source, oci: source.oci }, pass.status.artifact, intervalMs) : await resolveArtifact(pass, source, SCHEMA_ARTIFACT_KEY);
+  if (artifact.ok === 'resolve') return claimSchemaResolve(pass, artifact.policy, artifact.why);
   if (!artifact.ok) {
     const blocked: Report = { phase: 'Blocked', reason: artifact.reason, message: artifact.message };
     const verified = pass.status.conditions?.find((c) => c.type === 'ArtifactVerified');
@@ -64,10 +66,10 @@ export async function reconcileIdleSchema(pass: SchemaPass): Promise<PassEnd> {
   }
   if (!samePin(pass.status.artifact, artifact.pin)) {
     // A new desired schema or policy: the reading and the plan were of the old one.
-    const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'True', 'Verified', `${artifact.pin.configMapName} (${artifact.pin.digest}) meets the verification policy`);
+    const status = statusWithCondition(pass, pass.status, 'ArtifactVerified', 'True', 'Verified', `${pinText(artifact.pin)} meets the verification policy`);
     const previous = pass.status.plan;
     await writeSchemaStatus(pass, { ...status, artifact: artifact.pin, plan: undefined, refusedReading: undefined, nextReconciliationTime: pass.nowIso() },
-      { phase: 'Pending', reason: 'ArtifactResolved', message: `desired schema ${artifact.pin.configMapName} pinned at ${artifact.pin.digest}` });
+      { phase: 'Pending', reason: 'ArtifactResolved', message: `desired schema ${pinText(artifact.pin)} pinned` });
     pass.event('Normal', 'ArtifactResolved', `desired schema ${artifact.pin.configMapName} (uid ${artifact.pin.configMapUID}) pinned at ${artifact.pin.digest}`);
     if (previous) await markSchemaPlanApprovalsStale(pass, previous, 'DesiredStateChanged', `the desired schema moved to ${artifact.pin.digest}`);
     return endPass('artifact pinned');

@@ -32,7 +32,8 @@ export async function schemaClaimInputsHold(pass: SchemaPass, claim: ActiveOpera
   if (claim.proofOf !== undefined && !servesProof(pass, claim)) return { hold: false, why: 'the proof this reading carries out is no longer owed' };
   const fingerprint = schemaInputFingerprint(pass.s, {
     type: claim.type,
-    artifact: claim.proofOf ? claim.artifact : pass.status.artifact,
+    // A Resolve is decided before any pin: it finds one.
+    artifact: claim.proofOf ? claim.artifact : claim.type === 'Resolve' ? undefined : pass.status.artifact,
     executionBindingID: binding.epoch,
     coordinationDigest: claim.proofOf ? pass.status.pendingObservation!.coordinationDigest : pass.realm(),
     planRef: claim.planRef,
