@@ -3,8 +3,11 @@
 // bounded and hashed), per MB, for one large schema.sql and for a directory of 1,000 migration files. The reference,
 // in the same run: the same bytes fetched by bare HTTPS GETs with the same credentials and agent, no check at all;
 // and crane, an independent client, fetching the large blob (its process start included). See bench/README.md.
+// A second table times the same two steps as a Job runs them: the compiled runner (dist/, as the runner image holds
+// it) as its own process, `--operation resolve` (with the pinned policy) and `--fetch-artifact` (the database Job's
+// init container), against a bare `node -e 0` started in the same run (what any Pod's process start costs).
 //   npx tsx bench/oci.ts [--runs 7]
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { cpus, tmpdir } from 'node:os';
@@ -15,6 +18,10 @@ import { parseVerificationPolicy } from '../src/shared/verification-policy.js';
 import { RegistryClient } from '../src/shared/oci/registry-client.js';
 import { eachAtMost } from '../src/shared/oci/requests.js';
 import { pushDirectory } from '../test/harness/oci-push.js';
+import { sha256Digest } from '../src/shared/canonical.js';
+import { ownExecutorIdentity } from '../src/shared/executor-identity.js';
+import { buildDist } from '../tools/stack/build.js';
+import { REPO_ROOT } from '../tools/stack/paths.js';
 import { createPki } from '../tools/stack/pki.js';
 import { startRegistry, type RunningRegistry } from '../tools/stack/registry.js';
 
@@ -61,6 +68,18 @@ const cases: Case[] = [
   { name: '1,000 migration files', kind: 'migrations', files: new Map(Array.from({ length: 1000 }, (_, i) => [`${i + 1}_step.up.sql`, `${line(i)}${line(i + 1000)}`])) },
 ];
 
+await buildDist();
+const RUNNER = join(REPO_ROOT, 'dist/src/runner/main.js');
+const POLICY_TEXT = 'version: 1\nrequiredAnnotations: [org.opencontainers.image.source]\n';
+await writeFile(join(scratch, 'policy.yaml'), POLICY_TEXT);
+await writeFile(join(scratch, 'termination'), '');
+/** The runner as a Job's container runs it; throws unless it exits 0 (a frame for resolve, the files for fetch). */
+function runnerProcess(args: string[], env: Record<string, string>): void {
+  const result = spawnSync(process.execPath, [RUNNER, ...args], { env: { PATH: process.env.PATH ?? '', HOME: scratch, TMPDIR: scratch, ...env }, maxBuffer: 64 << 20 });
+  if (result.status !== 0) throw new Error(`runner ${args.join(' ')} exited ${result.status}: ${result.stderr.toString()}`);
+}
+const inJob: string[] = [];
+
 console.log(`# bench/oci.ts: ${runs} runs each, median; ${cpus().length} CPUs, Node ${process.version}, registry ${registry.host}`);
 console.log('| artifact | MB | push (ms) | resolve (ms) | pull (ms) | pull ms/MB | bare GETs (ms) | pull / bare | crane blob (ms) |');
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
@@ -91,7 +110,27 @@ for (const c of cases) {
     execFileSync(registry.crane.path, ['blob', `${registry.host}/${repo}@${manifest.layers[0]!.digest}`], { env: registry.crane.env, maxBuffer: 64 << 20 });
   }) : undefined;
   const mb = resolved.bytes / (1 << 20);
+  const jobEnv = {
+    PTAH_OPERATION_ID: `sha256:${'1'.repeat(64)}`, PTAH_RUNNER_PROTOCOL_VERSION: '1', PTAH_EXECUTOR_IDENTITY: ownExecutorIdentity(),
+    PTAH_OCI_ARTIFACT_KIND: c.kind, PTAH_OCI_CA_FILE: registry.caFile, DOCKER_CONFIG: registry.dockerConfigDir,
+    PTAH_TERMINATION_MESSAGE_PATH: join(scratch, 'termination'),
+  };
+  const resolveProcMs = await time(async () => runnerProcess(['--operation', 'resolve'], {
+    ...jobEnv, PTAH_OCI_REFERENCE: inputs.reference, PTAH_VERIFICATION_POLICY_FILE: join(scratch, 'policy.yaml'), PTAH_EXPECTED_VERIFICATION_POLICY_DIGEST: sha256Digest(POLICY_TEXT),
+  }));
+  const fetchProcMs = await time(async () => {
+    const out = join(scratch, `fetched-${n++}`);
+    await mkdir(out);
+    runnerProcess(['--fetch-artifact'], { ...jobEnv, PTAH_OCI_REFERENCE: resolved.pinned, PTAH_ARTIFACT_DIR: out, PTAH_EXPECTED_ARTIFACT_DIGEST: resolved.contentDigest });
+    await rm(out, { recursive: true });
+  });
+  const nodeMs = await time(async () => { execFileSync(process.execPath, ['-e', '0']); });
+  inJob.push(`| ${c.name} | ${resolveProcMs.toFixed(0)} | ${fetchProcMs.toFixed(0)} | ${((fetchProcMs - nodeMs) / (resolved.bytes / (1 << 20))).toFixed(1)} | ${nodeMs.toFixed(0)} | ${(resolveProcMs / nodeMs).toFixed(2)}× | ${(fetchProcMs / nodeMs).toFixed(2)}× |`);
   console.log(`| ${c.name} | ${mb.toFixed(2)} | ${pushMs.toFixed(0)} | ${resolveMs.toFixed(1)} | ${pullMs.toFixed(1)} | ${(pullMs / mb).toFixed(1)} | ${bareMs.toFixed(1)} | ${(pullMs / bareMs).toFixed(2)}× | ${craneMs === undefined ? '–' : craneMs.toFixed(1)} |`);
 }
+console.log('\n# In the Job: the compiled runner as its own process, against a bare node start');
+console.log('| artifact | resolve process (ms) | fetch process (ms) | fetch ms/MB beyond node start | node -e 0 (ms) | resolve / node | fetch / node |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
+for (const row of inJob) console.log(row);
 await registry.stop();
 await rm(scratch, { recursive: true });

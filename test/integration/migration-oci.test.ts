@@ -6,7 +6,7 @@
 // and no database Job ever runs. The database's own history table is the witness; no status, Event, plan or Job
 // holds a registry credential.
 import t from 'tap';
-import type { V1Job, V1Secret } from '@kubernetes/client-node';
+import type { V1Job, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import { sampleObjects, sampleOf } from './operator-install.js';
@@ -145,9 +145,14 @@ t.test('a moved tag retires the plan before its approval; each refusal is Blocke
   const migrations = await w.admin.list<PtahMigration>(API_VERSION, KINDS.PtahMigration.kind, w.ns);
   const plans = await w.admin.list(API_VERSION, KINDS.PtahMigrationPlan.kind, w.ns);
   const events = await w.admin.list('events.k8s.io/v1', 'Event', w.ns);
-  const texts = [JSON.stringify(migrations), JSON.stringify(plans), JSON.stringify(events), JSON.stringify([...w.jobsSeen.values()])];
+  // The logs of every container of every operation Pod: the runner's, and the fetch's that held the Secret.
+  const pods = await w.admin.list<V1Pod>('v1', 'Pod', w.ns);
+  const logs = await Promise.all(pods.flatMap((pod) => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].map((c) =>
+    w.admin.readPodLog(w.ns, pod.metadata!.name!, { container: c.name }).catch(() => ''))));
+  const texts = [JSON.stringify(migrations), JSON.stringify(plans), JSON.stringify(events), JSON.stringify([...w.jobsSeen.values()]), ...logs];
   t.ok(events.length > 0, `${events.length} Events read`);
+  t.ok(logs.filter((l) => l.includes('PTAH_RUNNER_RESULT_V1')).length >= 5, `${logs.length} container logs read, the runners' frames among them`);
   for (const secretText of [registry.password, auth, o.wrongPassword]) {
-    t.notOk(texts.some((text) => text.includes(secretText)), 'no status, plan, Event or Job holds a registry credential');
+    t.notOk(texts.some((text) => text.includes(secretText)), 'no status, plan, Event, Job or container log holds a registry credential');
   }
 });

@@ -2,7 +2,8 @@
 // kube-controller-manager and the fake kubelet (tools/stack, which the tests run on too), installs the CRDs, RBAC and admission
 // policies, runs the manager as a child process with the manager's own identity, registers its webhooks with the
 // API server by URL, applies the sample PtahMigration against a fresh database, approves its plan as the approver
-// identity, and follows it until it converges. Ctrl-C (or SIGTERM) tears everything down. The manager and the
+// identity, and follows it until it converges. The same migrations are pushed to a local registry (TLS, basic auth)
+// with `kubectl ptah push` and run by a second PtahMigration from there (docs/oci-artifacts.md). Ctrl-C (or SIGTERM) tears everything down. The manager and the
 // runner run from the compiled build (dist/) under plain node, as in production; it is brought up to date first.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, writeFile, copyFile } from 'node:fs/promises';
@@ -17,6 +18,8 @@ import { REPO_ROOT } from '../stack/paths.js';
 import { createTestDatabase } from '../stack/postgres.js';
 import { startStack, type Stack } from '../stack/stack.js';
 import { registerWebhooks } from '../stack/webhooks.js';
+import { startRegistry, type RunningRegistry } from '../stack/registry.js';
+import { run as kubectlPtah } from '../../src/cli/kubectl-ptah.js';
 import { defaultImages, RUNNER_IMAGE } from '../stack/kubelet/images.js';
 import { API_VERSION, INSTALL, KINDS } from '../../src/shared/api/names.js';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
@@ -27,6 +30,9 @@ const LOCAL_DIR = join(REPO_ROOT, '.local');
 const DEMO_NAMESPACE = 'ptah-demo';
 const SAMPLE = 'examples/ptahmigration-orders.yaml';
 const SCHEMA_SAMPLE = 'examples/ptahschema-catalog.yaml';
+
+/** The local registry, once started: stopped with the stack. */
+let localRegistry: RunningRegistry | undefined;
 
 const say = (line: string): void => {
   process.stdout.write(`[local] ${line}\n`);
@@ -44,6 +50,7 @@ async function main(): Promise<void> {
       stopping = true;
       say('tearing down');
       manager?.kill('SIGTERM');
+      await localRegistry?.stop();
       await stack.stop();
     }
     process.exit(code);
@@ -121,13 +128,15 @@ async function run(stack: Stack): Promise<ChildProcess> {
   await prepareNamespace(client);
   await applySample(client, pgUrl, SCHEMA_SAMPLE, 'catalog');
   await applySample(client, pgUrl, SAMPLE, 'orders');
+  localRegistry = await startRegistry(stack.controlPlane.pki);
+  await applyRegistrySample(client, pgUrl, localRegistry);
   say('');
   say('Point kubectl at it:   source .local/env && kubectl get ptahschemas,ptahmigrations -A');
   say(`PostgreSQL superuser:  $PTAH_LOCAL_PG_URL (in .local/env)`);
   say('');
   const approver = await restClient(stack.controlPlane.kubeConfig('approver'));
-  await Promise.all([followSchemaSample(client, approver), followSample(client, approver)]);
-  say('both samples converged; the stack keeps running until Ctrl-C');
+  await Promise.all([followSchemaSample(client, approver), followSample(client, approver, 'orders'), followSample(client, approver, 'orders-oci')]);
+  say('the three samples converged; the stack keeps running until Ctrl-C');
   return manager;
 }
 
@@ -157,30 +166,75 @@ async function applySample(client: KubeClient, pgUrl: string, sample: string, da
   say(`applied ${sample} in namespace ${DEMO_NAMESPACE} (database ${db.name})`);
 }
 
-/** Follows the sample through its lifecycle, approving its plan as the approver identity. */
-async function followSample(client: KubeClient, approver: KubeClient): Promise<void> {
-  const ref = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: DEMO_NAMESPACE, name: 'orders' };
+/**
+ * The sample's migrations as an OCI artifact: pushed to the local registry with `kubectl ptah push`, and PtahMigration
+ * orders-oci naming it by tag, with the registry's Secret and CA and a policy that requires the artifact type and
+ * the source and revision annotations, against a fresh database.
+ */
+async function applyRegistrySample(client: KubeClient, pgUrl: string, registry: RunningRegistry): Promise<void> {
+  const docs = parseAllDocuments(await readFile(join(REPO_ROOT, SAMPLE), 'utf8')).map((d) => d.toJS() as KubeObject & { data?: Record<string, string>; spec?: PtahMigration['spec'] });
+  const files = docs.find((d) => d?.kind === 'ConfigMap' && d.metadata?.name === 'orders-migrations-r1')?.data ?? {};
+  const dir = join(LOCAL_DIR, 'orders-migrations');
+  await mkdir(dir, { recursive: true });
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+  const reference = `${registry.host}/shop/orders-migrations:r1`;
+  const out: string[] = [];
+  const code = await kubectlPtah(['push', dir, reference, '--registry-config', join(registry.dockerConfigDir, 'config.json'), '--ca-file', registry.caFile,
+    '--annotation', 'org.opencontainers.image.source=https://git.example.com/shop/orders', '--annotation', 'org.opencontainers.image.revision=r1'],
+  { out: (line) => out.push(line), err: (line) => out.push(line) });
+  if (code !== 0) throw new Error(`kubectl ptah push failed: ${out.join('\n')}`);
+  say(`pushed the sample's migrations to the local registry: ${out[0]}`);
+
+  const db = await createTestDatabase(pgUrl, 'orders_oci');
+  const ns = DEMO_NAMESPACE;
+  await client.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'orders-oci-db', namespace: ns }, stringData: { url: db.url } } as KubeObject);
+  await client.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'local-registry', namespace: ns }, type: 'kubernetes.io/dockerconfigjson',
+    stringData: { '.dockerconfigjson': await readFile(join(registry.dockerConfigDir, 'config.json'), 'utf8') } } as KubeObject);
+  await client.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'local-registry-ca', namespace: ns }, data: { 'ca.pem': registry.caPem } } as KubeObject);
+  await client.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'orders-oci-policy', namespace: ns }, immutable: true, data: {
+    'policy.yaml': 'version: 1\nartifactTypes: [application/vnd.ptah-operator.migrations.v1]\nrequiredAnnotations: [org.opencontainers.image.source, org.opencontainers.image.revision]\n',
+  } } as KubeObject);
+  const sample = docs.find((d) => d?.kind === KINDS.PtahMigration.kind)!;
+  await client.create({
+    ...sample,
+    metadata: { name: 'orders-oci', namespace: ns },
+    spec: {
+      ...sample.spec!,
+      target: { ...sample.spec!.target, coordinationKey: 'orders-oci-db', urlFrom: { name: 'orders-oci-db', key: 'url' } },
+      artifact: {
+        oci: { reference, registryAuthFrom: { name: 'local-registry' }, caFrom: { name: 'local-registry-ca', key: 'ca.pem' } },
+        verificationPolicyRef: { name: 'orders-oci-policy', key: 'policy.yaml' },
+      },
+    },
+  } as KubeObject);
+  say(`applied PtahMigration orders-oci in namespace ${ns} from ${reference} (database ${db.name})`);
+}
+
+/** Follows a sample PtahMigration through its lifecycle, approving its plans as the approver identity. */
+async function followSample(client: KubeClient, approver: KubeClient, name: string): Promise<void> {
+  const ref = { apiVersion: API_VERSION, kind: KINDS.PtahMigration.kind, namespace: DEMO_NAMESPACE, name };
   let lastPhase = '';
   let approvedPlan = '';
-  await waitFor('the sample PtahMigration to converge', async () => {
+  await waitFor(`the sample PtahMigration ${name} to converge`, async () => {
     const m = await client.get<PtahMigration>(ref);
     const s = m.status ?? {};
     const ready = s.conditions?.find((c) => c.type === 'Ready');
     const phase = `${s.phase ?? 'Pending'}${ready?.reason ? ` (${ready.reason})` : ''}`;
-    if (phase !== lastPhase) say(`orders: ${(lastPhase = phase)}`);
+    if (phase !== lastPhase) say(`${name}: ${(lastPhase = phase)}`);
     if (s.phase === 'AwaitingApproval' && s.plan && s.plan.name !== approvedPlan) {
       const plan = await client.get<KubeObject & { spec: { fingerprint: string; migrations: { version: string }[] } }>({ apiVersion: API_VERSION, kind: KINDS.PtahMigrationPlan.kind, namespace: DEMO_NAMESPACE, name: s.plan.name });
       await approver.create({
         apiVersion: API_VERSION,
         kind: KINDS.PtahMigrationApproval.kind,
-        metadata: { generateName: 'orders-approval-', namespace: DEMO_NAMESPACE },
-        spec: { migrationRef: { name: 'orders', uid: m.metadata.uid }, planRef: s.plan, planFingerprint: plan.spec.fingerprint },
+        metadata: { generateName: `${name}-approval-`, namespace: DEMO_NAMESPACE },
+        spec: { migrationRef: { name, uid: m.metadata.uid }, planRef: s.plan, planFingerprint: plan.spec.fingerprint },
       });
       approvedPlan = s.plan.name;
       say(`approved plan ${s.plan.name} (versions ${plan.spec.migrations.map((x) => x.version).join(', ')}) as the approver identity`);
     }
     if (s.phase === 'InSync' && s.lastRun?.outcome === 'Applied') {
-      say(`orders: applied ${s.lastRun.appliedVersions?.join(', ')} in Job ${s.lastRun.jobName}; history at version ${s.history?.currentVersion}`);
+      if (s.artifact?.oci) say(`${name}: from ${s.artifact.oci.pinnedReference} (resolved from ${s.artifact.oci.reference})`);
+      say(`${name}: applied ${s.lastRun.appliedVersions?.join(', ')} in Job ${s.lastRun.jobName}; history at version ${s.history?.currentVersion}`);
       return true;
     }
     return undefined;
