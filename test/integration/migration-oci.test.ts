@@ -2,11 +2,14 @@
 // CA, basic auth), the real runner and PostgreSQL. A Resolve Job (registry Secret and policy, no database URL) pins
 // the tag's digest; each database Job gets the files from a fetch init container (registry Secret, no database URL)
 // and its runner (database URL, no registry Secret) checks their content digest. A directory of 1,000 files
-// converges; a moved tag retires the plan before anyone approves it; each refusal is Blocked with its own reason
-// and no database Job ever runs. The database's own history table is the witness; no status, Event, plan or Job
+// converges; a moved tag retires the plan before anyone approves it; each refusal (type, annotation, unsigned, wrong
+// key, digest, credentials, registry down) is Blocked with its own reason and no database Job ever runs. The database's own history table is the witness; no status, Event, plan or Job
 // holds a registry credential.
 import t from 'tap';
-import type { V1Job, V1Pod, V1Secret } from '@kubernetes/client-node';
+import { readFile } from 'node:fs/promises';
+import type { V1ConfigMap, V1Job, V1Pod, V1Secret } from '@kubernetes/client-node';
+import { RegistryClient } from '../../src/shared/oci/registry-client.js';
+import { FIXTURE_FILE, pushFixture, replay, type SignatureFixtures } from '../fixtures/oci/signature-fixtures.js';
 import type { PtahMigration } from '../../src/shared/api/migration-kinds.js';
 import { API_VERSION, KINDS } from '../../src/shared/api/names.js';
 import { sampleObjects, sampleOf } from './operator-install.js';
@@ -18,12 +21,13 @@ const POLICY = 'version: 1\nrequiredAnnotations: [org.opencontainers.image.sourc
 
 const samples = await sampleObjects(SAMPLE);
 
-async function createOciMigration(w: MigrationWorld, o: OciWorld, name: string, reference: string, secret: string, options: { apply: 'Always' | 'OnApproval'; auth?: string; interval?: string; host?: string }): Promise<PtahMigration> {
+async function createOciMigration(w: MigrationWorld, o: OciWorld, name: string, reference: string, secret: string,
+  options: { apply: 'Always' | 'OnApproval' | 'Never'; auth?: string; interval?: string; host?: string; policy?: string }): Promise<PtahMigration> {
   const sample = sampleOf<PtahMigration>(samples, KINDS.PtahMigration.kind);
   sample.metadata = { name, namespace: w.ns };
   sample.spec.artifact = {
     oci: o.source(reference, options),
-    verificationPolicyRef: { name: 'oci-policy', key: 'policy.yaml' },
+    verificationPolicyRef: { name: options.policy ?? 'oci-policy', key: 'policy.yaml' },
     format: 'ptah',
   };
   sample.spec.target.urlFrom.name = secret;
@@ -95,29 +99,49 @@ t.test('a moved tag retires the plan before its approval; each refusal is Blocke
   t.equal(awaiting.status?.artifact?.oci?.manifestDigest, first);
   const firstPlan = await w.plan('moving');
 
-  // Refusals, all at once: each resource gets its own Resolve and nothing else.
+  // Refusals, all at once, against a database of their own: each resource gets its own Resolve and nothing else.
+  const refusedDb = await w.database('oci_refused');
+  const refusedSecret = await w.installSample(refusedDb, 'refused-db');
   const down = await startRegistry(o.pki);
   await down.stop();
   await o.push({ 'schema.sql': 'CREATE TABLE s (x int);\n' }, 'app/schema:v1');
   await o.push({ '1_a.up.sql': 'CREATE TABLE a (x int);\n' }, 'app/bare:v1', {});
   await o.push({ '1_g.up.sql': 'CREATE TABLE g (x int);\n' }, 'app/good:v1');
-  const refusals: [string, string, string, string | undefined][] = [
-    ['wrong-type', 'app/schema:v1', 'ArtifactTypeMismatch', undefined],
-    ['no-annotation', 'app/bare:v1', 'ArtifactRefused', undefined],
-    ['wrong-digest', `app/good:v1@sha256:${'0'.repeat(64)}`, 'DigestMismatch', undefined],
-    ['refused-credentials', 'app/good:v1', 'RegistryUnauthorized', 'registry-wrong'],
-    ['registry-down', 'app/good:v1', 'RegistryUnreachable', 'registry-down'],
-  ];
+  // cosign's own signatures (test/fixtures/oci): the fixture signed by the `signer` key, replayed byte for byte.
+  const fixtures = JSON.parse(await readFile(FIXTURE_FILE, 'utf8')) as SignatureFixtures;
+  t.equal(await pushFixture(registry, 'app/signed', 'signed'), fixtures.signed.digest, 'the fixture cosign signed');
+  await replay(new RegistryClient(registry.host, { ca: registry.caPem, credentials: { username: registry.username, password: registry.password } }), 'app/signed', fixtures.signed.withReferrersApi);
+  const keyPolicy = (key: string) => `version: 1\nsignatureKeys:\n  - name: release\n    publicKey: |\n${key.trim().split('\n').map((l) => `      ${l}`).join('\n')}\n`;
+  for (const [name, key] of [['signer-policy', fixtures.keys.signer], ['stranger-policy', fixtures.keys.stranger]] as const) {
+    await w.admin.create<V1ConfigMap>({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: w.ns }, immutable: true, data: { 'policy.yaml': keyPolicy(key) } });
+  }
   await w.admin.create<V1Secret>({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'registry-down', namespace: w.ns }, type: 'kubernetes.io/dockerconfigjson',
     stringData: { '.dockerconfigjson': JSON.stringify({ auths: { [down.host]: { auth: Buffer.from('u:p').toString('base64') } } }) } });
-  for (const [name, reference, , auth] of refusals) {
-    await createOciMigration(w, o, name, reference, secret, { apply: 'Always', ...(auth ? { auth } : {}), ...(name === 'registry-down' ? { host: down.host } : {}) });
+  const refusals: { name: string; reference: string; reason: string; message: RegExp; auth?: string; host?: string; policy?: string }[] = [
+    { name: 'wrong-type', reference: 'app/schema:v1', reason: 'ArtifactTypeMismatch', message: /schema\.v1/ },
+    { name: 'no-annotation', reference: 'app/bare:v1', reason: 'ArtifactRefused', message: /org\.opencontainers\.image\.source/ },
+    { name: 'unsigned', reference: 'app/good:v1', reason: 'ArtifactRefused', message: /signature/i, policy: 'signer-policy' },
+    { name: 'wrong-key', reference: 'app/signed:v1', reason: 'ArtifactRefused', message: /signature/i, policy: 'stranger-policy' },
+    { name: 'wrong-digest', reference: `app/good:v1@sha256:${'0'.repeat(64)}`, reason: 'DigestMismatch', message: /resolves it to/ },
+    { name: 'refused-credentials', reference: 'app/good:v1', reason: 'RegistryUnauthorized', message: /./, auth: 'registry-wrong' },
+    { name: 'registry-down', reference: 'app/good:v1', reason: 'RegistryUnreachable', message: /./, auth: 'registry-down', host: down.host },
+  ];
+  for (const r of refusals) {
+    await createOciMigration(w, o, r.name, r.reference, refusedSecret, { apply: 'Always', ...(r.auth ? { auth: r.auth } : {}), ...(r.host ? { host: r.host } : {}), ...(r.policy ? { policy: r.policy } : {}) });
   }
-  for (const [name, , reason] of refusals) {
-    const blocked = await w.waitFor(name, `Blocked with ${reason}`, (m) => (m.status?.phase === 'Blocked' && m.status.conditions?.some((c) => c.reason === reason) ? m : undefined));
-    t.match(blocked.status?.conditions?.find((c) => c.type === 'ArtifactVerified'), { status: 'False', reason }, `${name}: ArtifactVerified False, ${reason}`);
-    t.equal(blocked.status?.artifact, undefined, `${name}: nothing is pinned`);
+  // The control: the signed fixture under the signer's key resolves (its files are only read, never applied).
+  const signedSecret = await w.installSample(await w.database('oci_signed'), 'signed-db');
+  await createOciMigration(w, o, 'signed', 'app/signed:v1', signedSecret, { apply: 'Never', policy: 'signer-policy' });
+  for (const r of refusals) {
+    const blocked = await w.waitFor(r.name, `Blocked with ${r.reason}`, (m) => (m.status?.phase === 'Blocked' && m.status.conditions?.some((c) => c.reason === r.reason) ? m : undefined));
+    const verified = blocked.status?.conditions?.find((c) => c.type === 'ArtifactVerified');
+    t.match(verified, { status: 'False', reason: r.reason }, `${r.name}: ArtifactVerified False, ${r.reason}`);
+    t.match(verified?.message, r.message, `${r.name}: the message names the check`);
+    t.equal(blocked.status?.artifact, undefined, `${r.name}: nothing is pinned`);
   }
+  const signed = await w.waitFor('signed', 'the signed artifact pinned', (m) => (m.status?.artifact ? m : undefined));
+  t.same(signed.status?.artifact?.oci?.verifiedKeys, ['release'], 'control: cosign\'s signature verifies with the policy\'s key');
+  t.equal(signed.status?.artifact?.oci?.manifestDigest, fixtures.signed.digest);
 
   // The tag moves before anyone approves the first plan.
   const second = await o.push({ '1_old_only.up.sql': 'CREATE TABLE old_only (x int);\n', '2_new_only.up.sql': 'CREATE TABLE new_only (x int);\n' }, 'app/moving:v1');
@@ -136,9 +160,12 @@ t.test('a moved tag retires the plan before its approval; each refusal is Blocke
   await w.waitFor('moving', 'in sync', (m) => (m.status?.phase === 'InSync' && !m.status.activeOperation ? m : undefined));
   t.same((await w.history(db)).map((r) => r.version), ['1', '2'], 'the approved plan of the new digest ran, each file once');
 
-  for (const [name] of refusals) {
-    t.same(jobsFor(w, name).map(operationOf).filter((op) => op !== 'resolve'), [], `${name}: no database Job ever ran`);
+  for (const r of refusals) {
+    t.same(jobsFor(w, r.name).map(operationOf).filter((op) => op !== 'resolve'), [], `${r.name}: no database Job ever ran`);
   }
+  t.same(await w.history(refusedDb), [], 'the refusals\' database holds no migration history');
+  t.same(await w.sql(refusedDb, "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname NOT IN ('public', 'information_schema')"), [],
+    'and no schema of any kind: nothing was ever run against it');
 
   // No status, Event, plan or Job holds the registry's password or its base64 auth.
   const auth = Buffer.from(`${registry.username}:${registry.password}`).toString('base64');
