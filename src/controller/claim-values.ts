@@ -48,11 +48,15 @@ export function applyDeadlines(startedAt: Date, windowSeconds: number): { dispat
   return { dispatchNotAfter: end, executionNotAfter: end };
 }
 
-/** The part of an input fingerprint a pinned artifact contributes: the exact ConfigMap and policy, not when it was pinned. */
-export function pinIdentity(artifact: PinnedArtifact | undefined): Omit<PinnedArtifact, 'resolvedAt'> | null {
+/**
+ * The part of an input fingerprint a pinned artifact contributes: the exact ConfigMap, or the OCI manifest digest the
+ * reference resolved to, and the policy; not when it was pinned. A ConfigMap pin folds exactly what it always did, so a
+ * claim in flight across an upgrade keeps its fingerprint.
+ */
+export function pinIdentity(artifact: PinnedArtifact | undefined): Record<string, unknown> | null {
   if (!artifact) return null;
-  const { configMapName, configMapUID, digest, verificationPolicyUID, verificationPolicyDigest } = artifact;
-  return { configMapName, configMapUID, digest, verificationPolicyUID, verificationPolicyDigest };
+  const { configMapName, configMapUID, digest, verificationPolicyUID, verificationPolicyDigest, oci } = artifact;
+  return { configMapName, configMapUID, digest, verificationPolicyUID, verificationPolicyDigest, ...(oci ? { oci: { pinnedReference: oci.pinnedReference } } : {}) };
 }
 
 /**
